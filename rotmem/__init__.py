@@ -1,0 +1,9 @@
+"""rotmem: GPU-accelerated training and scoring kernels for RoMem temporal KG memory."""
+
+from rotmem.data import TemporalKG, load_dataset
+from rotmem.evaluation import evaluate
+from rotmem.models import RoMem, load_model
+
+__version__ = "0.1.0"
+
+__all__ = ["RoMem", "TemporalKG", "evaluate", "load_dataset", "load_model"]

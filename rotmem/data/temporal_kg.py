@@ -1,0 +1,160 @@
+"""Temporal knowledge graphs: parsing ``head<TAB>relation<TAB>tail<TAB>YYYY-MM-DD`` files.
+
+Time is an integer ``day``: days since 1970-01-01 (UTC), the same number the model takes as ``tau``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+SPLITS = ("train", "valid", "test")
+_EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
+
+
+class DataFormatError(ValueError):
+    """A data file could not be parsed; the message names the file and line."""
+
+
+def day_of(date: str) -> int:
+    """``"YYYY-MM-DD"`` -> days since 1970-01-01 (UTC)."""
+    return dt.date.fromisoformat(date).toordinal() - _EPOCH_ORDINAL
+
+
+def date_of(day: int | float) -> str:
+    """Days since 1970-01-01 -> ``"YYYY-MM-DD"`` (fractional days are floored)."""
+    return dt.date.fromordinal(int(np.floor(day)) + _EPOCH_ORDINAL).isoformat()
+
+
+@dataclass
+class TemporalKG:
+    """A temporal KG with a shared vocabulary over its splits.
+
+    ``train``, ``valid`` and ``test`` are ``[M, 4]`` int64 tensors of ``(head, relation, tail, day)``;
+    ``entities`` and ``relations`` map ids to strings.
+    """
+
+    name: str
+    entities: list[str]
+    relations: list[str]
+    train: torch.Tensor
+    valid: torch.Tensor
+    test: torch.Tensor
+    _entity_ids: dict[str, int] = field(default_factory=dict, repr=False)
+    _relation_ids: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._entity_ids = {e: i for i, e in enumerate(self.entities)}
+        self._relation_ids = {r: i for i, r in enumerate(self.relations)}
+
+    @property
+    def num_entities(self) -> int:
+        return len(self.entities)
+
+    @property
+    def num_relations(self) -> int:
+        return len(self.relations)
+
+    @property
+    def all_facts(self) -> torch.Tensor:
+        """``[M_train + M_valid + M_test, 4]``: every fact of every split."""
+        return torch.cat([self.train, self.valid, self.test])
+
+    @property
+    def first_day(self) -> int:
+        """The first day of the training split: the model's reference day tau0."""
+        return int(self.train[:, 3].min())
+
+    @property
+    def num_days(self) -> int:
+        """Distinct days over all splits."""
+        return int(torch.unique(self.all_facts[:, 3]).numel())
+
+    def split(self, name: str) -> torch.Tensor:
+        if name not in SPLITS:
+            raise ValueError(f"unknown split {name!r}; expected one of {SPLITS}")
+        return getattr(self, name)
+
+    def entity_id(self, name: str) -> int:
+        return lookup(self._entity_ids, name, "entity", self.name)
+
+    def relation_id(self, name: str) -> int:
+        return lookup(self._relation_ids, name, "relation", self.name)
+
+    day_of = staticmethod(day_of)
+    date_of = staticmethod(date_of)
+
+
+def lookup(ids: dict[str, int], name: str, kind: str, where: str) -> int:
+    """``ids[name]``, or a KeyError that names the unknown string."""
+    try:
+        return ids[name]
+    except KeyError:
+        raise KeyError(f"unknown {kind} {name!r} (not in the vocabulary of {where})") from None
+
+
+def read_quadruples(path: Path) -> list[tuple[str, str, str, int]]:
+    """Parse one split file; errors name the file and 1-based line number."""
+    rows: list[tuple[str, str, str, int]] = []
+    days: dict[str, int] = {}
+    with open(path, encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            line = line.rstrip("\n").rstrip("\r")
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) != 4:
+                raise DataFormatError(
+                    f"{path}:{line_no}: expected 4 tab-separated fields "
+                    f"(head, relation, tail, YYYY-MM-DD), got {len(fields)}: {line!r}"
+                )
+            head, relation, tail, date = fields
+            if date not in days:
+                try:
+                    days[date] = day_of(date)
+                except ValueError:
+                    raise DataFormatError(
+                        f"{path}:{line_no}: bad date {date!r}, expected YYYY-MM-DD"
+                    ) from None
+            rows.append((head, relation, tail, days[date]))
+    if not rows:
+        raise DataFormatError(f"{path}: file is empty, expected one fact per line")
+    return rows
+
+
+def load_directory(directory: Path, name: str | None = None) -> TemporalKG:
+    """Load ``train.txt``, ``valid.txt`` and ``test.txt`` from ``directory``.
+
+    The vocabulary is built from all three splits (some entities occur only in valid/test),
+    in order of first appearance.
+    """
+    directory = Path(directory)
+    missing = [s for s in SPLITS if not (directory / f"{s}.txt").is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"{directory}: missing {', '.join(f'{s}.txt' for s in missing)} "
+            "(a dataset directory holds train.txt, valid.txt and test.txt)"
+        )
+    parsed = {s: read_quadruples(directory / f"{s}.txt") for s in SPLITS}
+    entity_ids: dict[str, int] = {}
+    relation_ids: dict[str, int] = {}
+    arrays = {}
+    for split in SPLITS:
+        rows = parsed[split]
+        out = np.empty((len(rows), 4), dtype=np.int64)
+        for i, (h, r, t, day) in enumerate(rows):
+            out[i, 0] = entity_ids.setdefault(h, len(entity_ids))
+            out[i, 1] = relation_ids.setdefault(r, len(relation_ids))
+            out[i, 2] = entity_ids.setdefault(t, len(entity_ids))
+            out[i, 3] = day
+        arrays[split] = torch.from_numpy(out)
+    return TemporalKG(
+        name=name or directory.name,
+        entities=list(entity_ids),
+        relations=list(relation_ids),
+        **arrays,
+    )

@@ -1,0 +1,113 @@
+"""Filtered link-prediction ranking: MRR and Hits@k over both directions, fully batched."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from rotmem.evaluation.filters import FILTERS, AnswerFilter
+
+TIE_RULES = ("strict", "pessimistic")
+HITS_AT = (1, 3, 10)
+
+
+def filtered_ranks(
+    scores: torch.Tensor,
+    target: torch.Tensor,
+    known: tuple[torch.Tensor, torch.Tensor],
+) -> dict[str, torch.Tensor]:
+    """Ranks ``[B]`` of ``target`` among ``scores [B, N]`` after removing the ``known`` answers.
+
+    ``strict``: 1 + #(other candidates scoring strictly higher); ``pessimistic``: 1 + #(others
+    scoring >=), tkbc's rule. ``scores`` is modified in place.
+    """
+    rows = torch.arange(scores.shape[0], device=scores.device)
+    target_score = scores[rows, target].unsqueeze(1)
+    scores[known[0], known[1]] = float("-inf")
+    scores[rows, target] = float("-inf")
+    higher = (scores > target_score).sum(1)
+    ties = (scores == target_score).sum(1)
+    return {"strict": 1 + higher, "pessimistic": 1 + higher + ties}
+
+
+def metrics_from_ranks(ranks: torch.Tensor) -> dict[str, float]:
+    """``mrr`` and ``hits@k`` (fractions in [0, 1]) from ranks ``[Q]``."""
+    ranks = ranks.double()
+    out = {"mrr": float((1.0 / ranks).mean())}
+    for k in HITS_AT:
+        out[f"hits@{k}"] = float((ranks <= k).double().mean())
+    return out
+
+
+def answer_filters(kg, kinds: Iterable[str]) -> dict[tuple[str, str], AnswerFilter]:
+    """Filters over all splits of ``kg``, cached on it: ``{(kind, direction): AnswerFilter}``."""
+    cache = kg.__dict__.setdefault("_answer_filters", {})
+    for kind in kinds:
+        for direction in ("tail", "head"):
+            if (kind, direction) not in cache:
+                cache[(kind, direction)] = AnswerFilter(kg.all_facts, direction, kind)
+    return cache
+
+
+@torch.no_grad()
+def rank_queries(
+    model,
+    queries: torch.Tensor,
+    filters: dict[tuple[str, str], AnswerFilter],
+    kinds: Iterable[str],
+    batch_size: int = 1000,
+) -> dict[tuple[str, str], torch.Tensor]:
+    """Ranks of ``queries [M, 4]`` in both directions: ``{(filter, tie_rule): ranks [2M]}``."""
+    device = model.entity.device
+    kinds = tuple(kinds)
+    out: dict[tuple[str, str], list[torch.Tensor]] = {(k, t): [] for k in kinds for t in TIE_RULES}
+    for start in range(0, queries.shape[0], batch_size):
+        h, r, t, day = queries[start : start + batch_size].to(device).unbind(1)
+        tau = day.double()
+        for direction, entity, target in (("tail", h, t), ("head", t, h)):
+            scores = model.score_tails(h, r, tau) if direction == "tail" else model.score_heads(r, t, tau)
+            scores = scores.float()
+            for i, kind in enumerate(kinds):
+                filt = filters[(kind, direction)].to(device)
+                batch_scores = scores if i == len(kinds) - 1 else scores.clone()
+                ranks = filtered_ranks(batch_scores, target, filt.known_answers(entity, r, day))
+                for tie in TIE_RULES:
+                    out[(kind, tie)].append(ranks[tie].cpu())
+    return {key: torch.cat(value) for key, value in out.items()}
+
+
+def evaluate_all(
+    model, kg, split: str = "test", filters: Iterable[str] = FILTERS, batch_size: int = 1000
+) -> dict[str, dict[str, float]]:
+    """Metrics for every filter and tie rule: ``{"time-aware/strict": {"mrr": ..}, ..}``."""
+    filters = tuple(filters)
+    for kind in filters:
+        if kind not in FILTERS:
+            raise ValueError(f"unknown filter {kind!r}; expected one of {FILTERS}")
+    was_training = model.training
+    model.eval()
+    try:
+        ranks = rank_queries(model, kg.split(split), answer_filters(kg, filters), filters, batch_size)
+    finally:
+        model.train(was_training)
+    return {f"{kind}/{tie}": metrics_from_ranks(r) for (kind, tie), r in ranks.items()}
+
+
+def evaluate(
+    model,
+    kg,
+    split: str = "test",
+    filter: str = "time-aware",
+    tie: str = "strict",
+    batch_size: int = 1000,
+) -> dict[str, float]:
+    """Filtered MRR and Hits@1/3/10 on ``kg``'s ``split``, averaged over head and tail queries.
+
+    ``filter``: ``"time-aware"`` removes other true answers of ``(h, r, tau)`` from any split;
+    ``"static"`` removes true answers of ``(h, r)`` at any time. ``tie``: ``"strict"`` or
+    ``"pessimistic"`` (see ``filtered_ranks``). Returns fractions in [0, 1].
+    """
+    if tie not in TIE_RULES:
+        raise ValueError(f"unknown tie rule {tie!r}; expected one of {TIE_RULES}")
+    return evaluate_all(model, kg, split, (filter,), batch_size)[f"{filter}/{tie}"]

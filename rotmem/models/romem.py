@@ -1,0 +1,180 @@
+"""RoMem: complex entity embeddings rotated by a relation-conditioned function of time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from rotmem import ops
+from rotmem.models.spectrum import TemporalSpectrum
+from rotmem.models.speeds import RelationSpeed
+
+BACKBONES = ("chronor", "distmult")
+
+
+def complex_dims(dim: int, k: int) -> int:
+    """``n = k * floor(dim / (2k))`` complex dimensions for a total real width ``dim``."""
+    n = k * (dim // (2 * k))
+    if n < 1:
+        raise ValueError(f"dim={dim} with k={k} leaves no complex dimension")
+    return n
+
+
+def as_days(tau: torch.Tensor | float, like: torch.Tensor) -> torch.Tensor:
+    """``tau`` (days since 1970-01-01) as a float64 tensor on ``like``'s device, shaped as ``like``."""
+    tau = torch.as_tensor(tau, dtype=torch.float64, device=like.device)
+    return tau.expand(like.shape) if tau.dim() == 0 else tau
+
+
+class RoMem(nn.Module):
+    """The RoMem temporal KG embedding (ROMEM.md).
+
+    Tables: ``entity [N, 2n]``, ``w [R, 2n]`` and, for the ChronoR backbone, ``w_hat [R, 2n]``
+    (split-halves complex layout). Indices are int64 tensors; ``tau`` is days since 1970-01-01.
+    """
+
+    def __init__(
+        self,
+        num_entities: int,
+        num_relations: int,
+        dim: int = 500,
+        k: int = 3,
+        backbone: str = "chronor",
+        speed: str = "constant",
+        init_scale: float = 0.4,
+        tau0: float = 0.0,
+        init_s: float = 1.0,
+        init_base: float = 10000.0,
+    ):
+        super().__init__()
+        if backbone not in BACKBONES:
+            raise ValueError(f"unknown backbone {backbone!r}; expected one of {BACKBONES}")
+        self.config: dict[str, Any] = dict(
+            num_entities=num_entities,
+            num_relations=num_relations,
+            dim=dim,
+            k=k,
+            backbone=backbone,
+            speed=speed,
+            init_scale=init_scale,
+            tau0=tau0,
+            init_s=init_s,
+            init_base=init_base,
+        )
+        self.n = complex_dims(dim, k)
+        self.backbone = backbone
+
+        def table(rows: int) -> nn.Parameter:
+            return nn.Parameter(torch.empty(rows, 2 * self.n).uniform_(-init_scale, init_scale))
+
+        self.entity = table(num_entities)
+        self.w = table(num_relations)
+        self.w_hat = table(num_relations) if backbone == "chronor" else None
+        self.spectrum = TemporalSpectrum(self.n, tau0=tau0, init_s=init_s, init_base=init_base)
+        self.speed = RelationSpeed(num_relations, source=speed)
+        self.entities: list[str] | None = None
+        self.relations: list[str] | None = None
+
+    @property
+    def num_entities(self) -> int:
+        return self.entity.shape[0]
+
+    @property
+    def tau0(self) -> float:
+        return float(self.spectrum.tau0)
+
+    # --- time -------------------------------------------------------------------------------
+    def alpha(self, r: torch.Tensor) -> torch.Tensor:
+        """Rotation speeds ``alpha_r`` in (0, 1] for relation ids ``r``."""
+        return self.speed(r)
+
+    def theta(self, r: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
+        """Angles ``[B, n]`` (radians) for relations ``r [B]`` at days ``tau [B]``."""
+        return self.spectrum(self.alpha(r), as_days(tau, r))
+
+    # --- queries ----------------------------------------------------------------------------
+    def _query(self, e: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
+        return ops.unrotated_query_indexed(
+            self.entity,
+            self.w,
+            self.w_hat,
+            e,
+            r,
+            as_days(tau, r).to(self.entity.dtype),
+            self.alpha(r),
+            self.spectrum.log_s,
+            self.spectrum.log_base,
+            self.tau0,
+        )
+
+    def query_tails(self, h: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
+        """``q_tail [B, 2n]`` with ``f(h, r, t | tau) = <q_tail, e_t>``."""
+        return self._query(h, r, tau)
+
+    def query_heads(self, r: torch.Tensor, t: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
+        """``q_head [B, 2n]`` with ``f(h, r, t | tau) = <q_head, e_h>``."""
+        return self._query(t, r, tau)
+
+    # --- scores -----------------------------------------------------------------------------
+    def relation_vector(self, r: torch.Tensor) -> torch.Tensor:
+        """The real diagonal ``w_r * w_hat_r`` (ChronoR) or ``w_r`` (DistMult): ``[..., 2n]``."""
+        return self.w[r] if self.w_hat is None else self.w[r] * self.w_hat[r]
+
+    def score(
+        self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor, tau: torch.Tensor | float
+    ) -> torch.Tensor:
+        """Direct score ``sum_i Rot(e_h, theta)_i * w_i * w_hat_i * Rot(e_t, theta)_i``: ``[B]``.
+
+        ``tau`` may be ``[B]`` or ``[B, J]`` (then the result is ``[B, J]``: one score per time).
+        """
+        tau = as_days(tau, r)
+        alpha, e_h, e_t, rel = self.alpha(r), self.entity[h], self.entity[t], self.relation_vector(r)
+        if tau.dim() == r.dim() + 1:  # several times per fact
+            alpha, e_h, e_t, rel = alpha[..., None], e_h[..., None, :], e_t[..., None, :], rel[..., None, :]
+        theta = self.spectrum(alpha, tau)
+        return (ops.rotate(e_h, theta) * rel * ops.rotate(e_t, theta)).sum(-1)
+
+    def score_tails(self, h: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
+        """Scores ``[B, N]`` of every entity as the tail of ``(h, r, ?, tau)``."""
+        return ops.score_all(self.query_tails(h, r, tau), self.entity)
+
+    def score_heads(self, r: torch.Tensor, t: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
+        """Scores ``[B, N]`` of every entity as the head of ``(?, r, t, tau)``."""
+        return ops.score_all(self.query_heads(r, t, tau), self.entity)
+
+    # --- vocabulary -------------------------------------------------------------------------
+    def set_vocabulary(self, entities: Sequence[str], relations: Sequence[str]) -> None:
+        """Attach id -> string lists so queries can use names."""
+        if len(entities) != self.num_entities or len(relations) != self.w.shape[0]:
+            raise ValueError("vocabulary sizes do not match the model's tables")
+        self.entities, self.relations = list(entities), list(relations)
+        self._entity_ids = {e: i for i, e in enumerate(self.entities)}
+        self._relation_ids = {r: i for i, r in enumerate(self.relations)}
+
+    def entity_ids(self, names: Sequence[str]) -> torch.Tensor:
+        """Ids of entity strings; a KeyError names every unknown one."""
+        return self._ids(names, "entity", getattr(self, "_entity_ids", None))
+
+    def relation_ids(self, names: Sequence[str]) -> torch.Tensor:
+        """Ids of relation strings; a KeyError names every unknown one."""
+        return self._ids(names, "relation", getattr(self, "_relation_ids", None))
+
+    def _ids(self, names: Sequence[str], kind: str, table: dict[str, int] | None) -> torch.Tensor:
+        if table is None:
+            raise RuntimeError("this model has no vocabulary; load it with rotmem.load_model")
+        unknown = [name for name in names if name not in table]
+        if unknown:
+            raise KeyError(f"unknown {kind}{'s' if len(unknown) > 1 else ''}: {unknown}")
+        return torch.tensor([table[name] for name in names], device=self.entity.device)
+
+    # --- persistence ------------------------------------------------------------------------
+    def checkpoint_payload(self) -> dict[str, Any]:
+        """What ``rotmem.load_model`` needs besides the state dict."""
+        return {"config": dict(self.config), "entities": self.entities, "relations": self.relations}
+
+    def save(self, path: str) -> None:
+        """Save weights, configuration and vocabulary (readable by ``rotmem.load_model``)."""
+        torch.save({"rotmem": self.checkpoint_payload(), "state_dict": self.state_dict()}, path)

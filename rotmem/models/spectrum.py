@@ -1,0 +1,40 @@
+"""The temporal spectrum: learned rotation speed ``s`` (rad/day) and frequency base."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from rotmem.ops import reference
+
+
+class TemporalSpectrum(nn.Module):
+    """``theta_j = alpha * s * (tau - tau0) * base^(-j/n)`` for ``n`` complex dimensions.
+
+    ``log_s`` (init ``ln(init_s)``, ``s`` in radians per day) and ``log_base`` (init
+    ``ln(init_base)``) are the only learned values; ``tau0`` (days since 1970-01-01) is a buffer
+    so it travels with the checkpoint.
+    """
+
+    def __init__(self, n: int, tau0: float = 0.0, init_s: float = 1.0, init_base: float = 10000.0):
+        super().__init__()
+        self.n = n
+        self.log_s = nn.Parameter(torch.tensor(math.log(init_s)))
+        self.log_base = nn.Parameter(torch.tensor(math.log(init_base)))
+        self.register_buffer("tau0", torch.tensor(float(tau0), dtype=torch.float64))
+
+    @property
+    def s(self) -> torch.Tensor:
+        """Rotation speed in radians per day (clamped to >= 1e-9)."""
+        return torch.exp(self.log_s.clamp(min=reference.LOG_S_MIN))
+
+    @property
+    def base(self) -> torch.Tensor:
+        return torch.exp(self.log_base.clamp(min=reference.LOG_BASE_MIN))
+
+    def forward(self, alpha: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+        """Angles ``[*tau.shape, n]`` in radians; ``alpha`` broadcasts against ``tau`` (days)."""
+        tau = tau.to(self.log_s.dtype)
+        return reference.angles(alpha, tau, self.log_s, self.log_base, float(self.tau0), self.n)

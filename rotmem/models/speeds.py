@@ -1,0 +1,42 @@
+"""Where a relation's rotation speed ``alpha_r`` in (0, 1] comes from."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+SPEED_SOURCES = ("constant", "learned", "gate")
+
+
+class RelationSpeed(nn.Module):
+    """Per-relation speeds ``alpha [R]``.
+
+    - ``"constant"``: alpha = 1 for every relation (the "no gate" ablation).
+    - ``"learned"``: alpha = sigmoid(logit), one learnable logit per relation (init alpha = 0.5).
+    - ``"gate"``: a frozen table, filled once per run from the Semantic Speed Gate through
+      ``set_speeds`` (it is saved in the checkpoint).
+    """
+
+    def __init__(self, num_relations: int, source: str = "constant"):
+        super().__init__()
+        if source not in SPEED_SOURCES:
+            raise ValueError(f"unknown speed source {source!r}; expected one of {SPEED_SOURCES}")
+        self.source = source
+        if source == "learned":
+            self.logit = nn.Parameter(torch.zeros(num_relations))
+        else:
+            self.register_buffer("table", torch.ones(num_relations))
+
+    def set_speeds(self, alpha: torch.Tensor) -> None:
+        """Fix the per-relation speeds (``[R]``, values in [0, 1]); only for ``source="gate"``."""
+        if self.source != "gate":
+            raise ValueError(f"set_speeds needs source='gate', this model uses {self.source!r}")
+        if alpha.shape != self.table.shape:
+            raise ValueError(f"expected {tuple(self.table.shape)} speeds, got {tuple(alpha.shape)}")
+        self.table.copy_(alpha.detach().to(self.table))
+
+    def forward(self, r: torch.Tensor) -> torch.Tensor:
+        """Speeds of relation ids ``r`` (any shape)."""
+        if self.source == "learned":
+            return torch.sigmoid(self.logit[r])
+        return self.table[r]

@@ -1,0 +1,72 @@
+"""RoMem ops, dispatched to a backend by device (see ``rotmem.ops.backend``).
+
+The math of every op is ``rotmem.ops.reference``; all backends agree with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from rotmem.ops import reference
+from rotmem.ops.backend import backend_module, backend_name
+
+
+def rotate(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """Rotate complex pairs of ``x [..., 2n]`` (split halves) by ``theta [..., n]`` radians."""
+    return backend_module(x.device).rotate(x, theta)
+
+
+def unrotated_query(
+    h: torch.Tensor, w: torch.Tensor, w_hat: torch.Tensor | None, theta: torch.Tensor
+) -> torch.Tensor:
+    """``Rot(Rot(h, theta) * w * w_hat, -theta)``: ``[B, 2n]``; ``w_hat=None`` for DistMult."""
+    return backend_module(h.device).unrotated_query(h, w, w_hat, theta)
+
+
+def unrotated_query_indexed(
+    entity: torch.Tensor,
+    w_table: torch.Tensor,
+    w_hat_table: torch.Tensor | None,
+    ent_idx: torch.Tensor,
+    rel_idx: torch.Tensor,
+    tau: torch.Tensor,
+    alpha: torch.Tensor,
+    log_s: torch.Tensor,
+    log_base: torch.Tensor,
+    tau0: float,
+) -> torch.Tensor:
+    """Gather rows by index, compute angles from ``tau`` (days) and build the query ``[B, 2n]``."""
+    return backend_module(entity.device).unrotated_query_indexed(
+        entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0
+    )
+
+
+def score_all(q: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
+    """Scores of ``q [B, 2n]`` against every row of ``entity [N, 2n]``: ``[B, N]``."""
+    return backend_module(q.device).score_all(q, entity)
+
+
+def cross_entropy_all(
+    q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, reduction: str = "mean"
+) -> torch.Tensor:
+    """1-vs-all cross-entropy over all entities (fused backends never hold ``[B, N]``)."""
+    return backend_module(q.device).cross_entropy_all(q, entity, target, reduction=reduction)
+
+
+def n3(tensors: Sequence[torch.Tensor], kind: str = "l4") -> torch.Tensor:
+    """The N3 (``"modulus3"``) or L4 (``"l4"``) regulariser summed over ``tensors``."""
+    return backend_module(tensors[0].device).n3(tensors, kind=kind)
+
+
+__all__ = [
+    "backend_name",
+    "cross_entropy_all",
+    "n3",
+    "reference",
+    "rotate",
+    "score_all",
+    "unrotated_query",
+    "unrotated_query_indexed",
+]

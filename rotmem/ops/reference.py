@@ -1,0 +1,112 @@
+"""Pure-torch reference ops: the specification every backend must agree with.
+
+Layout: a complex vector of ``n`` dimensions is a real tensor of length ``2n`` in split halves,
+``[re_0 .. re_{n-1} | im_0 .. im_{n-1}]``. Angles are radians, times are days (see ROMEM.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+LOG_S_MIN = -20.72326583694641  # ln(1e-9): s = exp(log_s) is clamped to >= 1e-9 per day
+LOG_BASE_MIN = 0.6931471805599453  # ln(2): base = exp(log_base) is clamped to >= 2
+
+
+def rotate(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """Rotate each complex pair ``j`` of ``x [..., 2n]`` by ``theta [..., n]`` radians (broadcast)."""
+    n = x.shape[-1] // 2
+    re, im = x[..., :n], x[..., n:]
+    cos, sin = torch.cos(theta), torch.sin(theta)
+    return torch.cat([re * cos - im * sin, re * sin + im * cos], dim=-1)
+
+
+def spectrum(log_base: torch.Tensor, n: int) -> torch.Tensor:
+    """``omega_j = base^(-j/n)``, ``j = 0..n-1``: ``[n]`` relative frequencies."""
+    j = torch.arange(n, device=log_base.device, dtype=log_base.dtype)
+    return torch.exp(-log_base.clamp(min=LOG_BASE_MIN) * j / n)
+
+
+def angles(
+    alpha: torch.Tensor,
+    tau: torch.Tensor,
+    log_s: torch.Tensor,
+    log_base: torch.Tensor,
+    tau0: float,
+    n: int,
+) -> torch.Tensor:
+    """``theta_j = alpha * s * (tau - tau0) * omega_j``: ``[B, n]`` radians.
+
+    ``alpha [B]`` relation speeds in (0, 1), ``tau [B]`` days, ``log_s`` and ``log_base`` scalars.
+    """
+    speed = alpha * torch.exp(log_s.clamp(min=LOG_S_MIN)) * (tau - tau0)
+    return speed.unsqueeze(-1) * spectrum(log_base, n)
+
+
+def unrotated_query(
+    h: torch.Tensor, w: torch.Tensor, w_hat: torch.Tensor | None, theta: torch.Tensor
+) -> torch.Tensor:
+    """``Rot(Rot(h, theta) * w * w_hat, -theta)``: ``[B, 2n]``, so that ``f(h,r,t|tau) = <q, e_t>``.
+
+    ``w_hat=None`` is the DistMult backbone. The same formula gives the head query with ``h := e_t``.
+    """
+    relation = w if w_hat is None else w * w_hat
+    return rotate(rotate(h, theta) * relation, -theta)
+
+
+def unrotated_query_indexed(
+    entity: torch.Tensor,
+    w_table: torch.Tensor,
+    w_hat_table: torch.Tensor | None,
+    ent_idx: torch.Tensor,
+    rel_idx: torch.Tensor,
+    tau: torch.Tensor,
+    alpha: torch.Tensor,
+    log_s: torch.Tensor,
+    log_base: torch.Tensor,
+    tau0: float,
+) -> torch.Tensor:
+    """Gather rows, compute angles and build the unrotated query: ``[B, 2n]``.
+
+    ``entity [N, 2n]``, ``w_table``/``w_hat_table [R, 2n]``, ``ent_idx``/``rel_idx [B]`` int64,
+    ``tau [B]`` days, ``alpha [B]`` speeds of the batch's relations.
+    """
+    n = entity.shape[-1] // 2
+    theta = angles(alpha, tau, log_s, log_base, tau0, n)
+    w_hat = None if w_hat_table is None else w_hat_table[rel_idx]
+    return unrotated_query(entity[ent_idx], w_table[rel_idx], w_hat, theta)
+
+
+def score_all(q: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
+    """``q [B, 2n] @ entity[N, 2n]^T``: ``[B, N]`` scores against every entity."""
+    return q @ entity.t()
+
+
+def cross_entropy_all(
+    q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, reduction: str = "mean"
+) -> torch.Tensor:
+    """1-vs-all cross-entropy of ``q [B, 2n]`` against all of ``entity [N, 2n]``, ``target [B]``."""
+    return F.cross_entropy(score_all(q, entity).float(), target, reduction=reduction)
+
+
+def n3(tensors: Sequence[torch.Tensor], kind: str = "l4") -> torch.Tensor:
+    """Regulariser summed over ``tensors`` (each ``[..., 2n]``); the caller divides by batch size.
+
+    ``"l4"``: sum of the 4th power of every real coordinate (the RoMem reference code);
+    ``"modulus3"``: sum over complex pairs of ``|z|^3`` (tkbc's N3).
+    """
+    total = None
+    for x in tensors:
+        if kind == "l4":
+            term = (x.float() ** 4).sum()
+        elif kind == "modulus3":
+            n = x.shape[-1] // 2
+            term = ((x[..., :n].float() ** 2 + x[..., n:].float() ** 2) ** 1.5).sum()
+        else:
+            raise ValueError(f"unknown regulariser kind {kind!r}; expected 'l4' or 'modulus3'")
+        total = term if total is None else total + term
+    if total is None:
+        raise ValueError("n3 needs at least one tensor")
+    return total
