@@ -1,0 +1,502 @@
+"""A seeded generator for TEM's controlled state-update benchmark (see ``shared/design/TEM.md``).
+
+60 synthetic personas talk to an assistant over 10 sessions each (600 sessions). Three user facts
+change over the sessions: where the persona lives (``lives in``: 2-3 moves), what they work as
+(``works as``: 1-2 changes) and what they drink (``drinks``: 1-2 switches). Sessions also carry
+restatements of unchanged values ("Still enjoying life in Porto") and small talk with facts of other
+relations (``likes``, ``owns``), so a version group holds several records and retrieval has
+distractors. A move or a new job is often reported after the fact ("I moved to Porto two months
+ago"): its true day (``Fact.day``) is the session day minus that offset, which a time-aware memory
+can recover with ``rotmem.memory.time_expressions``.
+
+Every session comes with its dialogue turns and the facts a perfect extractor would return from them
+(TEM uses a frozen LLM as the extractor; here the generator's own facts stand in for it), each
+object occurring verbatim in the session text.
+
+420 questions, asked on ``StateUpdateBenchmark.now`` (after the last session), 7 per persona:
+
+- ``current`` (180): current residence, occupation and drink;
+- ``historical`` (180): the first residence ("when we first talked"), the drink before the latest
+  switch, and the occupation held in a named month (an explicit time, e.g. "in March 2019");
+- ``pre_move`` (60): the residence just before the latest move.
+
+Gold answers are key entities (a city, an occupation, a drink), scored by case-insensitive
+substring match (TEM's key-entity hit rate).
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+from dataclasses import dataclass, field
+
+import numpy as np
+
+QUESTION_TYPES = ("current", "historical", "pre_move")
+RESIDENCE, OCCUPATION, DRINK, LIKES, OWNS = "lives in", "works as", "drinks", "likes", "owns"
+STATE_RELATIONS = (RESIDENCE, OCCUPATION, DRINK)
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+FIRST_NAMES = _words(
+    "Ana Ben Chloe Dario Elena Farid Greta Hugo Ines Jonas Kaia Luca Maren Nils Olga Pavel Quinn Rosa "
+    "Sami Tara Umar Vera Wim Xenia Yusuf Zoe Aldo Bianca Cyril Dalia Emil Flora Gideon Hanna Ivo Jana "
+    "Kofi Lena Milo Nadia Otto Petra Rafael Sofia Tomas Ulla Viktor Wanda Yara Zeno Amira Bruno Carla "
+    "Dmitri Edith Felix Gala Henrik Ilse Joao Kira Leon Mira Noah"
+)
+LAST_NAMES = _words(
+    "Silva Moreau Keller Rossi Novak Lindqvist Horvat Costa Weber Fischer Duarte Kowalski Berg Marino "
+    "Janssen Petrov Laine Ferreira Schulz Moretti Dvorak Nielsen Popescu Almeida Varga Holm Bauer Conti"
+)
+CITIES = _words(
+    "Lisbon Porto Madrid Valencia Seville Lyon Marseille Bordeaux Toulouse Nantes Munich Hamburg Leipzig "
+    "Cologne Dresden Vienna Graz Zurich Geneva Milan Turin Bologna Naples Florence Prague Brno Krakow "
+    "Gdansk Warsaw Budapest Ljubljana Zagreb Oslo Bergen Stockholm Gothenburg Copenhagen Aarhus Helsinki "
+    "Tallinn Riga Dublin Edinburgh Glasgow Bristol Leeds Amsterdam Utrecht Rotterdam Antwerp Ghent"
+)
+OCCUPATIONS = (
+    "nurse",
+    "architect",
+    "pharmacist",
+    "carpenter",
+    "data analyst",
+    "schoolteacher",
+    "paramedic",
+    "translator",
+    "graphic designer",
+    "accountant",
+    "electrician",
+    "veterinarian",
+    "librarian",
+    "journalist",
+    "pastry chef",
+    "dentist",
+    "physiotherapist",
+    "software developer",
+    "civil engineer",
+    "wedding photographer",
+    "florist",
+    "airline pilot",
+    "lawyer",
+    "social worker",
+    "museum curator",
+    "urban planner",
+    "sound technician",
+    "marine biologist",
+)
+DRINKS = (
+    "green tea",
+    "black coffee",
+    "oat milk latte",
+    "espresso",
+    "chai",
+    "rooibos",
+    "hot chocolate",
+    "sparkling water",
+    "kombucha",
+    "mint tea",
+    "cold brew",
+    "matcha",
+    "yerba mate",
+    "orange juice",
+    "lemonade",
+    "ginger ale",
+    "flat white",
+    "cappuccino",
+    "chamomile",
+)
+HOBBIES = (
+    "hiking",
+    "chess",
+    "pottery",
+    "salsa dancing",
+    "birdwatching",
+    "rock climbing",
+    "knitting",
+    "surfing",
+    "jazz",
+    "gardening",
+    "board games",
+    "sailing",
+    "cycling",
+    "astronomy",
+    "woodworking",
+)
+POSSESSIONS = (
+    "cat",
+    "dog",
+    "bicycle",
+    "piano",
+    "telescope",
+    "motorbike",
+    "vintage camera",
+    "kayak",
+    "sewing machine",
+    "record player",
+)
+SMALL_TALK = (
+    ("The weather has been awful this week.", "Hopefully it clears up soon!"),
+    ("I have been reading a great novel lately.", "Nice, tell me how it ends."),
+    ("Work has been really busy.", "Remember to take breaks."),
+    ("My sister visited over the weekend.", "That sounds lovely."),
+    ("I am trying to sleep earlier.", "Good habit to build."),
+)
+# (phrase, amount, unit) for "I moved ... <phrase>": the true day is the session day minus the amount.
+OFFSETS = (
+    ("", 0, "day"),
+    ("a few days ago", 3, "day"),
+    ("two weeks ago", 2, "week"),
+    ("three weeks ago", 3, "week"),
+    ("a month ago", 1, "month"),
+    ("two months ago", 2, "month"),
+)
+FIRST_DAY = dt.date(2018, 1, 1)
+_EPOCH = dt.date(1970, 1, 1).toordinal()
+
+
+@dataclass(frozen=True)
+class Fact:
+    """``subject relation object`` told in a session; ``day`` is when it happened (days since 1970)."""
+
+    subject: str
+    relation: str
+    object: str
+    day: int
+
+
+@dataclass(frozen=True)
+class Turn:
+    speaker: str
+    text: str
+
+    def render(self) -> str:
+        return f"{self.speaker}: {self.text}"
+
+
+@dataclass
+class Session:
+    """One conversation: ``index`` is its position in the global, chronological session order."""
+
+    session_id: str
+    persona: str
+    index: int
+    date: str
+    turns: list[Turn]
+    facts: list[Fact]
+
+    @property
+    def day(self) -> int:
+        return dt.date.fromisoformat(self.date).toordinal() - _EPOCH
+
+    @property
+    def text(self) -> str:
+        return "\n".join(turn.render() for turn in self.turns)
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question with its gold key entity.
+
+    ``relation`` is the slot asked about and ``slot_values`` every value that slot ever took for the
+    persona (oldest first); ``gold_historical`` says whether the gold value is superseded today.
+    """
+
+    qid: str
+    persona: str
+    qtype: str
+    subtype: str
+    text: str
+    gold: str
+    relation: str
+    gold_historical: bool
+    slot_values: tuple[str, ...]
+
+
+@dataclass
+class StateUpdateBenchmark:
+    sessions: list[Session]
+    questions: list[Question]
+    personas: list[str]
+    values: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    now: str = ""
+
+    @property
+    def now_day(self) -> int:
+        return dt.date.fromisoformat(self.now).toordinal() - _EPOCH
+
+
+def _day(date: dt.date) -> int:
+    return date.toordinal() - _EPOCH
+
+
+def _minus(date: dt.date, amount: int, unit: str) -> dt.date:
+    """``date`` minus ``amount`` days/weeks/months (month ends clamped, as the time parser does)."""
+    if unit == "day":
+        return date - dt.timedelta(days=amount)
+    if unit == "week":
+        return date - dt.timedelta(weeks=amount)
+    index = date.year * 12 + date.month - 1 - amount
+    year, month = divmod(index, 12)
+    return dt.date(year, month + 1, min(date.day, calendar.monthrange(year, month + 1)[1]))
+
+
+def _article(noun: str) -> str:
+    return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
+
+
+def _check_vocabulary() -> None:
+    """No value may contain another of its kind, or substring scoring would be ambiguous."""
+    for values in (CITIES, OCCUPATIONS, DRINKS):
+        lowered = [v.lower() for v in values]
+        for a in lowered:
+            clashes = [b for b in lowered if a != b and a in b]
+            if clashes:
+                raise AssertionError(f"value {a!r} occurs inside {clashes}")
+
+
+@dataclass
+class _Timeline:
+    """The changing values of one slot: ``values[i]`` holds from ``starts[i]`` (a day)."""
+
+    values: list[str] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Draft:
+    """The turns and facts of the session being written; ``state`` also extends the timelines."""
+
+    name: str
+    timelines: dict[str, _Timeline]
+    turns: list[Turn] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
+
+    def say(self, text: str, reply: str | None = None) -> None:
+        self.turns.append(Turn(self.name, text))
+        if reply:
+            self.turns.append(Turn("Assistant", reply))
+
+    def state(self, relation: str, value: str, happened: int) -> None:
+        self.facts.append(Fact(self.name, relation, value, happened))
+        timeline = self.timelines[relation]
+        if not timeline.values or timeline.values[-1] != value:
+            timeline.values.append(value)
+            timeline.starts.append(happened)
+
+
+def _change_sessions(rng: np.random.Generator, sessions: int, low: int, high: int) -> set[int]:
+    count = int(rng.integers(low, high + 1))
+    return set(int(s) for s in rng.choice(np.arange(1, sessions), size=count, replace=False))
+
+
+def _pick_new(rng: np.random.Generator, pool: tuple[str, ...], used: list[str]) -> str:
+    return str(rng.choice([v for v in pool if v not in used]))
+
+
+def _offset(rng: np.random.Generator, date: dt.date, gap_days: int, keep_days: int) -> tuple[str, int]:
+    """A phrase for how long ago a change happened, and its day, at least ``keep_days`` after the
+    previous session (a job's stint must span a whole month for the dated question)."""
+    options = [o for o in OFFSETS if gap_days - (date - _minus(date, o[1], o[2])).days >= keep_days]
+    phrase, amount, unit = options[int(rng.integers(len(options)))]
+    return phrase, _day(_minus(date, amount, unit))
+
+
+def _persona_sessions(
+    rng: np.random.Generator, name: str, pid: int, num_sessions: int
+) -> tuple[list[Session], dict[str, _Timeline]]:
+    first = name.split()[0]
+    dates = [FIRST_DAY + dt.timedelta(days=int(rng.integers(0, 200)))]
+    for _ in range(num_sessions - 1):
+        dates.append(dates[-1] + dt.timedelta(days=int(rng.integers(90, 241))))
+    moves = _change_sessions(rng, num_sessions, 2, 3)
+    job_changes = _change_sessions(rng, num_sessions, 1, 2)
+    drink_changes = _change_sessions(rng, num_sessions, 1, 2)
+    timelines = {rel: _Timeline() for rel in STATE_RELATIONS}
+    hobbies = list(rng.permutation(HOBBIES))
+    possessions = list(rng.permutation(POSSESSIONS))
+    sessions = []
+    for j, date in enumerate(dates):
+        day = _day(date)
+        gap = (date - dates[j - 1]).days if j else 10_000
+        draft = _Draft(name, timelines)
+        say, state, facts = draft.say, draft.state, draft.facts
+
+        if j == 0:
+            city = str(rng.choice(CITIES))
+            job = str(rng.choice(OCCUPATIONS))
+            drink = str(rng.choice(DRINKS))
+            say(
+                f"Hi, I'm {first}. I live in {city} and I work as {_article(job)}.",
+                f"Nice to meet you, {first}! What do you usually drink in the morning?",
+            )
+            say(f"Mostly {drink}, it keeps me going.")
+            for rel, value in ((RESIDENCE, city), (OCCUPATION, job), (DRINK, drink)):
+                state(rel, value, day)
+        else:
+            if j in moves:
+                old = timelines[RESIDENCE].values[-1]
+                new = _pick_new(rng, CITIES, timelines[RESIDENCE].values)
+                phrase, happened = _offset(rng, date, gap, keep_days=7)
+                when = f" {phrase}" if phrase else ""
+                if rng.random() < 0.5:
+                    say(f"Big news: I moved from {old} to {new}{when}.", f"How are you settling into {new}?")
+                else:
+                    say(f"I finally moved to {new}{when}.", "Exciting! How is the new place?")
+                state(RESIDENCE, new, happened)
+            elif rng.random() < 0.3:
+                city = timelines[RESIDENCE].values[-1]
+                say(f"Still enjoying life in {city}.", "Glad to hear it.")
+                state(RESIDENCE, city, day)
+            if j in job_changes:
+                old = timelines[OCCUPATION].values[-1]
+                new = _pick_new(rng, OCCUPATIONS, timelines[OCCUPATION].values)
+                phrase, happened = _offset(rng, date, gap, keep_days=70)
+                when = f" {phrase}" if phrase else ""
+                if rng.random() < 0.5:
+                    say(f"I started a new job as {_article(new)}{when}.", "Congratulations on the new role!")
+                else:
+                    say(f"I stopped being {_article(old)}; I work as {_article(new)} now.", "What a change!")
+                state(OCCUPATION, new, happened)
+            if j in drink_changes:
+                old = timelines[DRINK].values[-1]
+                new = _pick_new(rng, DRINKS, timelines[DRINK].values)
+                if rng.random() < 0.5:
+                    say(f"I switched from {old} to {new}.", "Interesting switch!")
+                else:
+                    say(f"These days I mostly drink {new}.")
+                state(DRINK, new, day)
+            elif rng.random() < 0.2:
+                drink = timelines[DRINK].values[-1]
+                say(f"Having my usual {drink} right now.")
+                state(DRINK, drink, day)
+        if rng.random() < 0.5 and hobbies:
+            hobby = hobbies.pop()
+            say(f"Lately I have really been into {hobby}.", "Sounds like fun!")
+            facts.append(Fact(name, LIKES, str(hobby), day))
+        if rng.random() < 0.35 and possessions:
+            thing = possessions.pop()
+            say(f"I just got {_article(thing)}.", f"Enjoy the {thing}!")
+            facts.append(Fact(name, OWNS, str(thing), day))
+        if not facts or rng.random() < 0.4:
+            line, reply = SMALL_TALK[int(rng.integers(len(SMALL_TALK)))]
+            say(line, reply)
+            if not facts:
+                hobby = hobbies.pop() if hobbies else str(rng.choice(HOBBIES))
+                say(f"I also spent the weekend on {hobby}.")
+                facts.append(Fact(name, LIKES, str(hobby), day))
+        sessions.append(Session(f"p{pid:02d}-s{j}", name, -1, date.isoformat(), draft.turns, facts))
+    return sessions, timelines
+
+
+def _month_inside(start: int, end: int) -> tuple[int, int] | None:
+    """(year, month) of a calendar month lying wholly in days ``start..end``, nearest the middle."""
+    mid = dt.date.fromordinal((start + end) // 2 + _EPOCH)
+    best = None
+    for shift in range(-3, 4):
+        index = mid.year * 12 + mid.month - 1 + shift
+        year, month = divmod(index, 12)
+        first = _day(dt.date(year, month + 1, 1))
+        last = first + calendar.monthrange(year, month + 1)[1] - 1
+        if start <= first and last <= end and (best is None or abs(shift) < abs(best[0])):
+            best = (shift, (year, month + 1))
+    return None if best is None else best[1]
+
+
+def _questions(name: str, pid: int, timelines: dict[str, _Timeline]) -> list[Question]:
+    res, job, drink = (timelines[r] for r in STATE_RELATIONS)
+    qs: list[tuple[str, str, str, str, str, bool]] = [
+        ("current", "current_residence", f"Where does {name} live now?", res.values[-1], RESIDENCE, False),
+        (
+            "current",
+            "current_occupation",
+            f"What does {name} do for work these days?",
+            job.values[-1],
+            OCCUPATION,
+            False,
+        ),
+        (
+            "current",
+            "current_drink",
+            f"What does {name} usually drink nowadays?",
+            drink.values[-1],
+            DRINK,
+            False,
+        ),
+        (
+            "historical",
+            "first_residence",
+            f"Where did {name} live when we first talked?",
+            res.values[0],
+            RESIDENCE,
+            True,
+        ),
+        (
+            "historical",
+            "previous_drink",
+            f"What did {name} drink before switching to {drink.values[-1]}?",
+            drink.values[-2],
+            DRINK,
+            True,
+        ),
+    ]
+    # The occupation held in a named month: a superseded job whose whole month lies in its stint.
+    month = None
+    for i in range(len(job.values) - 1):
+        month = _month_inside(job.starts[i], job.starts[i + 1] - 1)
+        if month is not None:
+            gold = job.values[i]
+            break
+    if month is None:
+        raise AssertionError(f"{name}: no superseded occupation spans a whole month")
+    label = f"{calendar.month_name[month[1]]} {month[0]}"
+    qs.append(
+        ("historical", "occupation_at_date", f"What was {name}'s job in {label}?", gold, OCCUPATION, True)
+    )
+    qs.append(
+        (
+            "pre_move",
+            "pre_move_residence",
+            f"Where did {name} live just before moving to {res.values[-1]}?",
+            res.values[-2],
+            RESIDENCE,
+            True,
+        )
+    )
+    return [
+        Question(f"p{pid:02d}-{sub}", name, qtype, sub, text, gold, rel, hist, tuple(timelines[rel].values))
+        for qtype, sub, text, gold, rel, hist in qs
+    ]
+
+
+def generate(num_personas: int = 60, sessions_per_persona: int = 10, seed: int = 0) -> StateUpdateBenchmark:
+    """The benchmark: ``num_personas * sessions_per_persona`` sessions and 7 questions per persona.
+
+    Identical arguments give identical benchmarks. Sessions are returned in chronological order
+    (ties by persona), with ``Session.index`` their position in that order.
+    """
+    if num_personas < 1 or num_personas > len(FIRST_NAMES):
+        raise ValueError(f"num_personas must be in 1..{len(FIRST_NAMES)}, got {num_personas}")
+    if sessions_per_persona < 4:
+        raise ValueError(
+            f"sessions_per_persona must be >= 4 (3 moves need 4 sessions), got {sessions_per_persona}"
+        )
+    _check_vocabulary()
+    rng = np.random.default_rng(seed)
+    firsts = rng.permutation(FIRST_NAMES)[:num_personas]
+    personas = [f"{first} {rng.choice(LAST_NAMES)}" for first in firsts]
+    sessions: list[Session] = []
+    timelines = []
+    for pid, name in enumerate(personas):
+        made, tl = _persona_sessions(rng, name, pid, sessions_per_persona)
+        sessions.extend(made)
+        timelines.append(tl)
+    sessions.sort(key=lambda s: (s.date, s.session_id))
+    for i, session in enumerate(sessions):
+        session.index = i
+    now = dt.date.fromisoformat(sessions[-1].date) + dt.timedelta(days=14)
+    questions = [q for pid, name in enumerate(personas) for q in _questions(name, pid, timelines[pid])]
+    values = {RESIDENCE: CITIES, OCCUPATION: OCCUPATIONS, DRINK: DRINKS, LIKES: HOBBIES, OWNS: POSSESSIONS}
+    return StateUpdateBenchmark(sessions, questions, personas, values, now.isoformat())
