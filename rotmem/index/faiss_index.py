@@ -1,0 +1,197 @@
+"""FAISS inner-product index: exact flat (``IndexFlatIP`` in ``IndexIDMap2``) or IVF for ≥ 1M vectors.
+
+The CPU index is the source of truth (add, remove, save). When ``faiss-gpu`` sees a CUDA device
+(``device="auto"`` or ``"cuda"``), searches run on a GPU copy that is rebuilt lazily after a
+change, because FAISS's GPU indexes cannot remove ids.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Self
+
+import numpy as np
+
+from rotmem.index.base import (
+    ArrayLike,
+    IdsLike,
+    InnerProductIndex,
+    as_float_tensor,
+    as_id_array,
+    check_dim,
+    check_ids_vectors,
+    check_k,
+    check_vectors,
+    duplicate_error,
+    missing_error,
+    wrap_results,
+)
+
+KINDS = ("flat", "ivf")
+INSTALL_HINT = "pip install faiss-cpu (or faiss-gpu for CUDA)"
+
+
+def import_faiss() -> Any:
+    """The ``faiss`` module, or an ImportError that names the package to install."""
+    try:
+        import faiss
+    except ImportError as error:
+        raise ImportError(f"the FAISS index backend needs the faiss package: {INSTALL_HINT}") from error
+    return faiss
+
+
+def faiss_available() -> bool:
+    """Whether ``faiss`` can be imported here."""
+    try:
+        import_faiss()
+    except ImportError:
+        return False
+    return True
+
+
+def faiss_gpu_available() -> bool:
+    """Whether this FAISS build has GPU support and sees at least one GPU."""
+    if not faiss_available():
+        return False
+    faiss = import_faiss()
+    return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+class FaissIndex(InnerProductIndex):
+    """A FAISS index with the ``InnerProductIndex`` rules (unique ids, clipped ``k``).
+
+    ``kind="flat"``: exact. ``kind="ivf"``: ``IndexIVFFlat`` (approximate, ``nprobe`` of ``nlist``
+    lists scanned), trained on the vectors of the first ``add`` call, which must hold at least
+    ``nlist`` vectors (default ``nlist = 4·√n`` of that call). ``device``: ``"cpu"``, ``"cuda"``
+    (needs faiss-gpu) or ``"auto"`` (GPU when available). ``num_threads`` sets FAISS's OpenMP
+    thread count for the whole process (``None`` keeps FAISS's default).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        kind: str = "flat",
+        nlist: int | None = None,
+        nprobe: int = 16,
+        device: str = "auto",
+        num_threads: int | None = None,
+    ):
+        self._faiss = import_faiss()
+        self.dim = check_dim(dim)
+        if kind not in KINDS:
+            raise ValueError(f"unknown index kind {kind!r}; expected one of {KINDS}")
+        if device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+        if device == "cuda" and not faiss_gpu_available():
+            raise RuntimeError("device='cuda' needs faiss-gpu and a CUDA device; use device='cpu'")
+        self.kind, self.nlist, self.nprobe = kind, nlist, int(nprobe)
+        self.use_gpu = device == "cuda" or (device == "auto" and faiss_gpu_available())
+        if num_threads is not None:
+            self._faiss.omp_set_num_threads(int(num_threads))
+        self._index = self._new_flat() if kind == "flat" else None
+        self._ids: set[int] = set()
+        self._gpu_index: Any = None
+        self._gpu_resources: Any = None
+
+    def _new_flat(self) -> Any:
+        return self._faiss.IndexIDMap2(self._faiss.IndexFlatIP(self.dim))
+
+    def _new_ivf(self, train: np.ndarray) -> Any:
+        nlist = self.nlist or max(1, int(4 * math.sqrt(train.shape[0])))
+        if train.shape[0] < nlist:
+            raise ValueError(
+                f"an IVF index trains on its first add: got {train.shape[0]} vectors for nlist={nlist}; "
+                "add at least nlist vectors at once or use kind='flat'"
+            )
+        quantizer = self._faiss.IndexFlatIP(self.dim)
+        index = self._faiss.IndexIVFFlat(quantizer, self.dim, nlist, self._faiss.METRIC_INNER_PRODUCT)
+        index.train(train)
+        index.nprobe = min(self.nprobe, nlist)
+        self.nlist = nlist
+        return index
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, ids: IdsLike, vectors: ArrayLike) -> None:
+        """Store ``vectors [n, dim]`` under new ``ids [n]`` (an IVF index trains on its first call)."""
+        id_array = as_id_array(ids)
+        array = check_vectors(as_float_tensor(vectors), self.dim).cpu().contiguous().numpy()
+        check_ids_vectors(id_array, array)
+        duplicates = [i for i in id_array.tolist() if i in self._ids]
+        if duplicates:
+            raise duplicate_error(duplicates)
+        if id_array.size == 0:
+            return
+        if self._index is None:
+            self._index = self._new_ivf(array)
+        self._index.add_with_ids(array, id_array)
+        self._ids.update(id_array.tolist())
+        self._gpu_index = None
+
+    def remove(self, ids: IdsLike) -> int:
+        """Delete the vectors of ``ids`` (all must be present); returns how many were removed."""
+        id_array = as_id_array(ids)
+        missing = [i for i in id_array.tolist() if i not in self._ids]
+        if missing:
+            raise missing_error(missing)
+        if id_array.size:
+            self._index.remove_ids(id_array)
+            self._ids.difference_update(id_array.tolist())
+            self._gpu_index = None
+        return int(id_array.size)
+
+    def _searcher(self) -> Any:
+        if not self.use_gpu:
+            return self._index
+        if self._gpu_index is None:
+            if self._gpu_resources is None:
+                self._gpu_resources = self._faiss.StandardGpuResources()
+            self._gpu_index = self._faiss.index_cpu_to_gpu(self._gpu_resources, 0, self._index)
+        return self._gpu_index
+
+    def search(self, queries: ArrayLike, k: int) -> tuple[Any, Any]:
+        """Top-``k`` ``(scores [B, k'], ids [B, k'])``, ``k' = min(k, len(self))``, best first."""
+        k = check_k(k)
+        q = check_vectors(as_float_tensor(queries), self.dim, "queries").cpu().contiguous().numpy()
+        k = min(k, len(self))
+        if k == 0:
+            empty = np.empty((q.shape[0], 0), dtype=np.float32)
+            return wrap_results(empty, empty.astype(np.int64), queries)
+        scores, ids = self._searcher().search(q, k)
+        # IVF can return fewer than k hits when the probed lists are short: FAISS pads with -1.
+        return wrap_results(scores, ids, queries)
+
+    def save(self, path: str) -> None:
+        """Write the CPU index with ``faiss.write_index``."""
+        index = self._index if self._index is not None else self._new_flat()
+        self._faiss.write_index(index, path)
+
+    @classmethod
+    def load(cls, path: str, **options: Any) -> Self:
+        """Read a file written by ``FaissIndex.save``; ``options`` as in the constructor (not ``kind``)."""
+        faiss = import_faiss()
+        cpu_index = faiss.read_index(path)
+        is_ivf = faiss.try_extract_index_ivf(cpu_index) is not None
+        index = cls(cpu_index.d, kind="ivf" if is_ivf else "flat", **options)
+        index._index = cpu_index
+        if is_ivf:
+            ivf = faiss.extract_index_ivf(cpu_index)
+            index.nlist = ivf.nlist
+            ivf.nprobe = min(index.nprobe, ivf.nlist)
+            stored = _ivf_ids(faiss, ivf)
+        else:
+            stored = faiss.vector_to_array(cpu_index.id_map)
+        index._ids = set(stored.tolist())
+        return index
+
+
+def _ivf_ids(faiss: Any, ivf: Any) -> np.ndarray:
+    """Every id stored in the inverted lists of ``ivf``."""
+    lists = ivf.invlists
+    parts = [
+        faiss.rev_swig_ptr(lists.get_ids(i), lists.list_size(i)).copy()
+        for i in range(ivf.nlist)
+        if lists.list_size(i)
+    ]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)

@@ -1,0 +1,32 @@
+"""Agent memory: TEM's versioned fact store (``TEMStore``) on SQLite and one inner-product index.
+
+>>> store = TEMStore("memory.db")
+>>> store.add_session("s1", [("Alice", "lives in", "Paris")], text="Alice: I live in Paris.")
+>>> store.add_session("s2", [("Alice", "moved to", "Berlin")], text="Alice: I moved to Berlin!")
+>>> print(store.render(store.retrieve("Where does Alice live?")))
+s0: Alice lives in Paris [historical]
+s1: Alice moved to Berlin
+"""
+
+from rotmem.memory.encoder import HashingEncoder, SentenceEncoder, TextEncoder
+from rotmem.memory.records import DroppedFact, DuplicateSessionError, Passage, Record, Session, SessionResult
+from rotmem.memory.relation_weights import DEFAULT_SYNONYMS, DEFAULT_WEIGHTS, RelationWeights
+from rotmem.memory.render import render
+from rotmem.memory.store import TEMStore
+
+__all__ = [
+    "DEFAULT_SYNONYMS",
+    "DEFAULT_WEIGHTS",
+    "DroppedFact",
+    "DuplicateSessionError",
+    "HashingEncoder",
+    "Passage",
+    "Record",
+    "RelationWeights",
+    "SentenceEncoder",
+    "Session",
+    "SessionResult",
+    "TEMStore",
+    "TextEncoder",
+    "render",
+]

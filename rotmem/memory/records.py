@@ -1,0 +1,113 @@
+"""What the TEM store takes in and gives back: sessions, facts, records, passages, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Fact = tuple[str, str, str]
+PASSAGE_KINDS = ("turn", "summary")
+
+
+class DuplicateSessionError(ValueError):
+    """A session id that the store already holds (or that repeats within one batch)."""
+
+
+@dataclass(frozen=True)
+class Session:
+    """One session to ingest (see ``TEMStore.add_session`` for the meaning of each field)."""
+
+    session_id: str
+    facts: Sequence[Sequence[str]] = ()
+    text: str | None = None
+    session_index: int | None = None
+    turns: Sequence[str] | None = None
+    summaries: Sequence[str] = ()
+
+    @classmethod
+    def coerce(cls, value: Session | Mapping[str, Any]) -> Session:
+        """A ``Session`` from itself or from a mapping with the same keys."""
+        if isinstance(value, Session):
+            return value
+        if isinstance(value, Mapping):
+            return cls(**value)
+        raise TypeError(f"a session must be a Session or a mapping, got {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One stored fact version.
+
+    ``historical``: a later session of the same version group ``(subject, relation)`` holds a
+    value (TEM's status, recomputed at every write). ``score``: weighted similarity to the
+    question (``cosine · relation weight``) for retrieved records, ``None`` when listed.
+    ``span``: ``(start, end)`` character offsets of the object in the session text, ``None`` when
+    the session had no text. ``created_at``: Unix seconds (UTC) of the write.
+    """
+
+    subject: str
+    relation: str
+    object: str
+    session_id: str
+    session_index: int
+    historical: bool
+    score: float | None = None
+    id: int = -1
+    relation_type: str | None = None
+    weight: float = 1.0
+    span: tuple[int, int] | None = None
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A dialogue turn (``kind="turn"``) or event summary (``kind="summary"``) from the side store.
+
+    ``position``: order within its session (0-based); ``score``: cosine similarity to the
+    question when retrieved, ``None`` when listed.
+    """
+
+    kind: str
+    text: str
+    session_id: str
+    session_index: int
+    position: int
+    score: float | None = None
+    id: int = -1
+
+
+@dataclass(frozen=True)
+class DroppedFact:
+    """A fact that was not written, and why (``reason`` names the check that failed)."""
+
+    fact: Fact
+    reason: str
+
+
+@dataclass(frozen=True)
+class SessionResult:
+    """What ``add_session`` wrote: the session's index, the new record ids, the dropped facts."""
+
+    session_id: str
+    session_index: int
+    record_ids: list[int] = field(default_factory=list)
+    passage_ids: list[int] = field(default_factory=list)
+    dropped: list[DroppedFact] = field(default_factory=list)
+
+
+def check_fact(fact: Any, where: str) -> Fact:
+    """``fact`` as ``(subject, relation, object)`` stripped strings, or a ValueError naming it."""
+    if isinstance(fact, str | bytes) or not isinstance(fact, Sequence) or len(fact) != 3:
+        raise ValueError(f"{where}: a fact must be (subject, relation, object), got {fact!r}")
+    if not all(isinstance(part, str) and part.strip() for part in fact):
+        raise ValueError(f"{where}: subject, relation and object must be non-empty strings, got {fact!r}")
+    subject, relation, obj = (part.strip() for part in fact)
+    return subject, relation, obj
+
+
+def check_session_id(session_id: Any) -> str:
+    """A non-empty string session id, or a ValueError naming it."""
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
+    return session_id

