@@ -1,0 +1,222 @@
+"""TEMStore: versioned facts, status per version group, weighted retrieval, side store, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rotmem.memory import DuplicateSessionError, HashingEncoder, Record, RelationWeights, Session, TEMStore
+from rotmem.memory.store import fact_text
+
+
+@pytest.fixture
+def store():
+    with TEMStore(encoder=HashingEncoder(128)) as s:
+        yield s
+
+
+def statuses(store: TEMStore, subject: str, relation: str) -> list[tuple[str, bool]]:
+    return [(r.object, r.historical) for r in store.records(subject, relation)]
+
+
+def test_new_value_makes_the_old_one_historical_without_deleting_it(store):
+    store.add_session("s1", [("Alice", "lives in", "Paris")], text="Alice: I live in Paris.")
+    assert statuses(store, "Alice", "lives in") == [("Paris", False)]
+    store.add_session("s2", [("Alice", "moved to", "Berlin")], text="Alice: we moved to Berlin")
+    assert statuses(store, "Alice", "lives in") == [("Paris", True), ("Berlin", False)]
+    store.add_session("s3", [("alice", "Lives_In", "Rome")], text="I live in Rome now")
+    assert statuses(store, "ALICE", "residence") == [("Paris", True), ("Berlin", True), ("Rome", False)]
+    assert len(store) == 3  # append-only
+
+
+def test_status_is_recomputed_for_the_whole_group_and_follows_session_index(store):
+    store.add_session("late", [("Bo", "works for", "Acme")], session_index=10)
+    store.add_session("early", [("Bo", "works for", "Initech")], session_index=3)  # arrives later
+    assert statuses(store, "Bo", "employer") == [("Initech", True), ("Acme", False)]
+    store.add_session("next", [("Bo", "employer", "Globex")])  # default index: 11
+    assert store.records("Bo", "employer")[-1].session_index == 11
+    assert statuses(store, "Bo", "employer") == [("Initech", True), ("Acme", True), ("Globex", False)]
+
+
+def test_several_values_in_one_session_are_all_current(store):
+    store.add_session("s1", [("Cy", "likes", "tea")])
+    store.add_session("s2", [("Cy", "likes", "coffee"), ("Cy", "loves", "cocoa")])
+    assert statuses(store, "Cy", "likes") == [("tea", True), ("coffee", False), ("cocoa", False)]
+
+
+def test_other_groups_are_untouched(store):
+    store.add_session(
+        "s1", [("Di", "lives in", "Oslo"), ("Di", "works as", "nurse"), ("Ed", "lives in", "Oslo")]
+    )
+    store.add_session("s2", [("Di", "lives in", "Bergen")])
+    assert statuses(store, "Di", "occupation") == [("nurse", False)]
+    assert statuses(store, "Ed", "lives in") == [("Oslo", False)]
+    assert [r.object for r in store.records("Di")] == ["Oslo", "nurse", "Bergen"]
+
+
+def test_unknown_relation_has_weight_one_and_its_own_group(store):
+    store.add_session("s1", [("Fay", "plays", "chess"), ("Fay", "lives in", "Lima")])
+    store.add_session("s2", [("Fay", "plays", "go")])
+    assert statuses(store, "Fay", "plays") == [("chess", True), ("go", False)]
+    assert statuses(store, "Fay", "lives in") == [("Lima", False)]
+    record = store.records("Fay", "plays")[0]
+    assert record.weight == 1.0 and record.relation_type is None
+
+
+def test_retrieve_is_the_weighted_top_k_in_source_order():
+    weights = RelationWeights({"likes": 0.5})
+    store = TEMStore(encoder=HashingEncoder(64), relation_weights=weights)
+    rng = np.random.default_rng(0)
+    words = ["paris", "tea", "berlin", "nurse", "acme", "coffee", "dog", "car", "rome", "oslo"]
+    relations = ["lives in", "likes", "works for", "owns", "works as", "plays"]
+    sessions = [
+        Session(
+            f"s{i}",
+            [("u", str(rng.choice(relations)), f"{rng.choice(words)} {rng.choice(words)}") for _ in range(4)],
+        )
+        for i in range(30)
+    ]
+    store.add_sessions(sessions)
+    question = "where does the user live paris"
+    got = store.retrieve(question, k=15)
+    everything = store.records()
+    vectors = store.encode([fact_text(r.subject, r.relation, r.object) for r in everything])
+    scores = (
+        vectors @ store.encode([question])[0] * np.array([weights.weight(r.relation) for r in everything])
+    )
+    best = np.sort(scores)[::-1][:15]  # hashed words tie often: compare the scores, not the ids
+    np.testing.assert_allclose(sorted((r.score for r in got), reverse=True), best, atol=1e-5)
+    assert [(r.session_index, r.id) for r in got] == sorted((r.session_index, r.id) for r in got)
+    by_id = {r.id: s for r, s in zip(everything, scores, strict=True)}
+    assert all(r.score == pytest.approx(by_id[r.id], abs=1e-5) for r in got)
+
+
+def test_relation_weight_changes_the_ranking():
+    facts = [("Gus", "likes", "green tea"), ("Gus", "plays", "green tea")]
+    for weights, winner in (({"likes": 0.1}, "plays"), ({"plays": 0.1}, "likes")):
+        store = TEMStore(encoder=HashingEncoder(64), relation_weights=weights)
+        store.add_session("s1", facts)
+        assert max(store.retrieve("green tea", k=2), key=lambda r: r.score).relation == winner
+
+
+def test_empty_store_retrieves_nothing(store):
+    assert store.retrieve("where does anyone live?") == []
+    assert store.retrieve_turns("anything") == []
+    assert store.render([]) == "" and len(store) == 0
+
+
+def test_render_labels_historical_versions(store):
+    store.add_session("s1", [("Alice", "lives in", "Paris")])
+    store.add_session("s2", [("Alice", "moved to", "Berlin")], summaries="Alice moved house")
+    text = store.render(store.retrieve("Alice live", k=5))
+    assert text == "s0: Alice lives in Paris [historical]\ns1: Alice moved to Berlin"
+    assert (
+        store.render(store.retrieve_turns("moved house", k=1), show_session=False)
+        == "summary: Alice moved house"
+    )
+
+
+def test_facts_are_checked_against_the_session_text(store):
+    text = "Hana: I just moved to New  York! I drink espresso. My Parisian friend visited."
+    facts = [("Hana", "moved to", "new york"), ("Hana", "drinks", "espresso"), ("Hana", "lives in", "Paris")]
+    result = store.add_session("s1", facts, text=text)
+    assert [d.fact for d in result.dropped] == [("Hana", "lives in", "Paris")]  # not inside "Parisian"
+    assert "session text" in result.dropped[0].reason
+    kept = store.records("Hana")
+    assert [r.object for r in kept] == ["new york", "espresso"]
+    assert text[slice(*kept[0].span)] == "New  York" and result.record_ids == [r.id for r in kept]
+
+
+def test_without_text_or_with_verify_off_facts_are_kept():
+    store = TEMStore(encoder=HashingEncoder(32), verify=False)
+    assert store.add_session("s1", [("Ian", "lives in", "Cairo")], text="nothing here").dropped == []
+    assert store.add_session("s2", [("Ian", "lives in", "Lagos")]).record_ids == [1]
+    assert store.records("Ian")[1].span is None
+
+
+def test_turns_and_summaries_live_in_a_side_store(store):
+    text = "Jo: I adopted a puppy named Rex.\n\nSam: Lovely!\n"
+    result = store.add_session("s1", [("Jo", "owns", "puppy")], text=text, summaries=["Jo adopted a puppy"])
+    assert len(result.passage_ids) == 3
+    assert [(p.kind, p.position) for p in store.passages()] == [("turn", 0), ("turn", 1), ("summary", 2)]
+    assert (
+        store.retrieve_turns("puppy named Rex", k=1, kind="turn")[0].text
+        == "Jo: I adopted a puppy named Rex."
+    )
+    assert [p.kind for p in store.retrieve_turns("adopted puppy", k=1, kind="summary")] == ["summary"]
+    assert len(store.retrieve_turns("puppy", k=10)) == 3
+    store.add_session("s2", [], text="Jo: hi", turns=())
+    assert len(store.passages("turn")) == 2
+    with pytest.raises(ValueError, match="kind must be one of"):
+        store.retrieve_turns("puppy", kind="event")
+
+
+@pytest.mark.parametrize(
+    "bad_fact",
+    [("a", "b"), ("a", "b", ""), ("a", " ", "c"), ("a", "b", 3), "a|b|c", None, ("a", "b", "c", "d")],
+)
+def test_malformed_facts_raise_and_write_nothing(store, bad_fact):
+    store.add_session("ok", [("Kim", "lives in", "Seoul")])
+    with pytest.raises(ValueError, match="session 'bad', fact 1"):
+        store.add_session("bad", [("Kim", "likes", "tea"), bad_fact])
+    assert [s[0] for s in store.sessions()] == ["ok"] and len(store) == 1
+    store.add_session("bad", [("Kim", "likes", "tea")])  # the id is still free
+    assert len(store) == 2
+
+
+def test_duplicate_session_id_raises_and_loses_nothing(store):
+    store.add_session("s1", [("Lu", "lives in", "Kyiv")], text="Lu lives in Kyiv")
+    before = store.records()
+    with pytest.raises(DuplicateSessionError, match="already stored: \\['s1'\\]"):
+        store.add_session("s1", [("Lu", "lives in", "Riga")])
+    with pytest.raises(DuplicateSessionError, match="repeat within the batch"):
+        store.add_sessions([Session("s2"), Session("s2")])
+    assert store.records() == before and len(store.sessions()) == 1
+    assert store.retrieve("Lu lives", k=5)[0].object == "Kyiv"
+
+
+def test_a_batch_is_all_or_nothing(store):
+    with pytest.raises(ValueError, match="session 's3'"):
+        store.add_sessions([Session("s1", [("M", "lives in", "A")]), {"session_id": "s3", "facts": [("M",)]}])
+    assert store.sessions() == [] and len(store) == 0
+
+
+def test_add_sessions_batches_and_returns_one_result_per_session(store):
+    sessions = [
+        Session(f"s{i}", [("Ned", "lives in", f"town{i}")], text=f"I live in town{i}") for i in range(5)
+    ]
+    results = store.add_sessions(sessions + [{"session_id": "x", "facts": [("Ned", "works as", "cook")]}])
+    assert [r.session_index for r in results] == [0, 1, 2, 3, 4, 5]
+    assert statuses(store, "Ned", "lives in")[-1] == ("town4", False)
+    assert sum(h for _, h in statuses(store, "Ned", "lives in")) == 4
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"session_id": ""}, "session_id must be a non-empty string"),
+        ({"session_id": 5}, "session_id must be a non-empty string"),
+        ({"session_id": "a", "session_index": "3"}, "session_index must be an int"),
+        ({"session_id": "a", "text": b"bytes"}, "text must be a string"),
+        ({"session_id": "a", "turns": ["", "x"]}, "every turn must be a non-empty string"),
+        ({"session_id": "a", "facts": "s|r|o"}, "facts must be a sequence"),
+    ],
+)
+def test_bad_sessions_raise_clear_errors(store, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        store.add_sessions([kwargs])
+    with pytest.raises(ValueError, match="question must be a non-empty string"):
+        store.retrieve("  ")
+
+
+def test_records_need_a_subject_for_a_relation(store):
+    with pytest.raises(ValueError, match="needs a subject"):
+        store.records(relation="lives in")
+
+
+def test_records_are_frozen_dataclasses(store):
+    store.add_session("s1", [("Oz", "lives in", "Perth")])
+    record = store.retrieve("Perth")[0]
+    assert isinstance(record, Record) and record.session_id == "s1" and record.created_at > 0
+    with pytest.raises(AttributeError):
+        record.historical = True
