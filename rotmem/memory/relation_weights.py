@@ -31,17 +31,14 @@ _PHRASES: dict[str, tuple[str, ...]] = {
     ),
     "employer": (
         "employer", "works for", "work for", "working for", "works at", "work at", "working at",
-        "employed by", "employed at", "company", "job at", "joined",
+        "employed by", "employed at", "company", "job at",
     ),
     "occupation": (
         "occupation", "job", "job title", "profession", "works as", "work as", "working as",
         "career", "role", "position",
     ),
     "possession": ("possession", "owns", "own", "has", "have", "bought", "purchased", "possesses"),
-    "likes": (
-        "likes", "like", "loves", "love", "enjoys", "enjoy", "prefers", "prefer", "favorite",
-        "favourite", "favorite drink", "drinks", "drink", "preference", "fan of",
-    ),
+    "likes": ("likes", "like", "loves", "love", "enjoys", "enjoy", "fan of"),
     "dislikes": (
         "dislikes", "dislike", "hates", "hate", "avoids", "avoid", "does not like", "doesn't like",
     ),
