@@ -6,7 +6,8 @@ after normalisation (case-folded, ``_``/``-`` as spaces, whitespace collapsed): 
 "moved to" and "resides in" are all ``residence``. A phrase the table does not know has no type,
 weight ``unknown_weight`` (1.0) and forms its own version group. The type also defines version
 groups: ``(Alice, lives in)`` and ``(Alice, moved to)`` are one group, so a move makes the old
-residence historical.
+residence historical. The table therefore lists only true synonyms: a state of its own ("drinks",
+"favorite color") stays out, keeping its own group and weight 1.0 unless configured.
 """
 
 from __future__ import annotations
