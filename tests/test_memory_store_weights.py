@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rotmem.memory import HashingEncoder, Passage, Record, RelationWeights, render
 from rotmem.memory.encoder import encode_texts, encoder_from_name
 from rotmem.memory.relation_weights import normalise_relation
-from rotmem.memory.verification import object_span, verify_facts
+from rotmem.memory.verification import SessionText, object_span, verify_facts
 
 
 @pytest.mark.parametrize(
@@ -49,6 +51,20 @@ def test_object_span_is_whole_word_case_and_space_insensitive():
     kept, dropped = verify_facts([("u", "likes", "tea"), ("u", "likes", "jam")], "Tea, please")
     assert [f for f, _ in kept] == [("u", "likes", "tea")] and dropped[0].fact == ("u", "likes", "jam")
     assert verify_facts([("u", "likes", "jam")], None) == ([(("u", "likes", "jam"), None)], [])
+
+
+WORDS = st.sampled_from(["new", "York", "york", "yorkshire", "İstanbul", "a_b", "C++", "tea,", "Tea"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(WORDS, st.sampled_from([" ", "  ", "\n", "\t "])), max_size=12),
+    st.lists(WORDS, min_size=1, max_size=3),
+)
+def test_fast_lookup_equals_the_regular_expression(words, obj_words):
+    text = "".join(word + space for word, space in words)
+    obj = " ".join(obj_words)
+    assert SessionText(text).find(obj) == object_span(obj, text)
 
 
 def test_render_format():

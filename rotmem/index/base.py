@@ -103,6 +103,21 @@ def check_vectors(vectors: torch.Tensor, dim: int, what: str = "vectors") -> tor
     return vectors
 
 
+def as_numpy_rows(x: ArrayLike, dim: int, what: str = "vectors") -> np.ndarray:
+    """``x`` as a C-contiguous ``[n, dim]`` float32 NumPy array of finite values (for FAISS)."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().to("cpu", torch.float32).numpy()
+    array = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+    if array.ndim == 1:
+        array = array.reshape(1, -1)
+    if array.ndim != 2 or array.shape[1] != dim:
+        raise ValueError(f"{what} must have shape [n, {dim}], got {tuple(array.shape)}")
+    bad = ~np.isfinite(array).all(axis=1)
+    if bad.any():
+        raise ValueError(f"{what} rows {np.flatnonzero(bad)[:5].tolist()} hold NaN or inf")
+    return array
+
+
 def as_float_tensor(x: ArrayLike) -> torch.Tensor:
     """``x`` as a torch tensor without copying when it already is one (device kept)."""
     if isinstance(x, torch.Tensor):

@@ -16,18 +16,18 @@ from rotmem.index.base import (
     ArrayLike,
     IdsLike,
     InnerProductIndex,
-    as_float_tensor,
     as_id_array,
+    as_numpy_rows,
     check_dim,
     check_ids_vectors,
     check_k,
-    check_vectors,
     duplicate_error,
     missing_error,
     wrap_results,
 )
 
 KINDS = ("flat", "ivf")
+SMALL_BATCH = 20  # FAISS's own threshold (distance_compute_blas_threshold) for its non-BLAS path
 INSTALL_HINT = "pip install faiss-cpu (or faiss-gpu for CUDA)"
 
 
@@ -64,7 +64,11 @@ class FaissIndex(InnerProductIndex):
     lists scanned), trained on the vectors of the first ``add`` call, which must hold at least
     ``nlist`` vectors (default ``nlist = 4·√n`` of that call). ``device``: ``"cpu"``, ``"cuda"``
     (needs faiss-gpu) or ``"auto"`` (GPU when available). ``num_threads`` sets FAISS's OpenMP
-    thread count for the whole process (``None`` keeps FAISS's default).
+    thread count for the whole process (``None`` keeps FAISS's default). ``small_batch_threads``:
+    OpenMP threads for a search of fewer than ``SMALL_BATCH`` queries (default 1; ``None``: as any
+    other search). One query at a time is the memory store's case, and there FAISS's default
+    threads lose badly on a busy machine: on this project's shared 2-core CPU one query over 100k
+    vectors took 72-157 ms with two threads and 16-55 ms with one.
     """
 
     def __init__(
@@ -75,6 +79,7 @@ class FaissIndex(InnerProductIndex):
         nprobe: int = 16,
         device: str = "auto",
         num_threads: int | None = None,
+        small_batch_threads: int | None = 1,
     ):
         self._faiss = import_faiss()
         self.dim = check_dim(dim)
@@ -85,6 +90,7 @@ class FaissIndex(InnerProductIndex):
         if device == "cuda" and not faiss_gpu_available():
             raise RuntimeError("device='cuda' needs faiss-gpu and a CUDA device; use device='cpu'")
         self.kind, self.nlist, self.nprobe = kind, nlist, int(nprobe)
+        self.small_batch_threads = small_batch_threads
         self.use_gpu = device == "cuda" or (device == "auto" and faiss_gpu_available())
         if num_threads is not None:
             self._faiss.omp_set_num_threads(int(num_threads))
@@ -116,7 +122,7 @@ class FaissIndex(InnerProductIndex):
     def add(self, ids: IdsLike, vectors: ArrayLike) -> None:
         """Store ``vectors [n, dim]`` under new ``ids [n]`` (an IVF index trains on its first call)."""
         id_array = as_id_array(ids)
-        array = check_vectors(as_float_tensor(vectors), self.dim).cpu().contiguous().numpy()
+        array = as_numpy_rows(vectors, self.dim)
         check_ids_vectors(id_array, array)
         duplicates = [i for i in id_array.tolist() if i in self._ids]
         if duplicates:
@@ -153,14 +159,24 @@ class FaissIndex(InnerProductIndex):
     def search(self, queries: ArrayLike, k: int) -> tuple[Any, Any]:
         """Top-``k`` ``(scores [B, k'], ids [B, k'])``, ``k' = min(k, len(self))``, best first."""
         k = check_k(k)
-        q = check_vectors(as_float_tensor(queries), self.dim, "queries").cpu().contiguous().numpy()
+        q = as_numpy_rows(queries, self.dim, "queries")
         k = min(k, len(self))
         if k == 0:
             empty = np.empty((q.shape[0], 0), dtype=np.float32)
             return wrap_results(empty, empty.astype(np.int64), queries)
-        scores, ids = self._searcher().search(q, k)
+        scores, ids = self._search(q, k)
         # IVF can return fewer than k hits when the probed lists are short: FAISS pads with -1.
         return wrap_results(scores, ids, queries)
+
+    def _search(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.small_batch_threads is None or q.shape[0] >= SMALL_BATCH or self.use_gpu:
+            return self._searcher().search(q, k)
+        previous = self._faiss.omp_get_max_threads()  # a per-thread OpenMP setting: restore it
+        self._faiss.omp_set_num_threads(int(self.small_batch_threads))
+        try:
+            return self._searcher().search(q, k)
+        finally:
+            self._faiss.omp_set_num_threads(previous)
 
     def save(self, path: str) -> None:
         """Write the CPU index with ``faiss.write_index``."""

@@ -100,9 +100,12 @@ def check_fact(fact: Any, where: str) -> Fact:
     """``fact`` as ``(subject, relation, object)`` stripped strings, or a ValueError naming it."""
     if isinstance(fact, str | bytes) or not isinstance(fact, Sequence) or len(fact) != 3:
         raise ValueError(f"{where}: a fact must be (subject, relation, object), got {fact!r}")
-    if not all(isinstance(part, str) and part.strip() for part in fact):
+    subject, relation, obj = fact
+    if not (isinstance(subject, str) and isinstance(relation, str) and isinstance(obj, str)):
         raise ValueError(f"{where}: subject, relation and object must be non-empty strings, got {fact!r}")
-    subject, relation, obj = (part.strip() for part in fact)
+    subject, relation, obj = subject.strip(), relation.strip(), obj.strip()
+    if not (subject and relation and obj):
+        raise ValueError(f"{where}: subject, relation and object must be non-empty strings, got {fact!r}")
     return subject, relation, obj
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     "residence": 1.0,
@@ -47,6 +48,7 @@ _PHRASES: dict[str, tuple[str, ...]] = {
 DEFAULT_SYNONYMS: dict[str, str] = {phrase: kind for kind, phrases in _PHRASES.items() for phrase in phrases}
 
 
+@lru_cache(maxsize=1 << 16)  # called for every fact written and read; relation phrases repeat
 def normalise_relation(relation: str) -> str:
     """Case-folded, ``_``/``-`` as spaces, whitespace collapsed: ``"Lives_In "`` → ``"lives in"``."""
     return re.sub(r"\s+", " ", re.sub(r"[_\-]+", " ", relation.casefold())).strip()

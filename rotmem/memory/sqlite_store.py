@@ -9,7 +9,7 @@ failed or interrupted write leaves the database as it was). Tables:
 - ``sessions(session_id, session_index, text, created_at)``.
 - ``facts(id, subject, relation, object, group_key, relation_type, session_id, session_index,
   span_start, span_end, created_at, historical, vector)``: append-only; only ``historical`` is
-  ever updated (recomputed per version group at write time).
+  ever updated (recomputed per version group at write time, 0 → 1 only).
 - ``passages(id, kind, session_id, session_index, position, text, created_at, vector)``: the side
   store of dialogue turns and event summaries.
 
@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS facts (
     vector BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS facts_by_group ON facts(group_key, session_index);
+CREATE INDEX IF NOT EXISTS facts_current ON facts(group_key, session_index) WHERE historical = 0;
 CREATE TABLE IF NOT EXISTS passages (
     id INTEGER PRIMARY KEY,
     kind TEXT NOT NULL CHECK (kind IN ('turn', 'summary')),
@@ -192,12 +193,10 @@ class FactDatabase:
         return ids, [row[1] for row in rows], vectors.astype(np.float32, copy=False)
 
     # --- writes (call inside ``transaction()``) ---------------------------------------------
-    def insert_session(
-        self, session_id: str, session_index: int, text: str | None, created_at: float
-    ) -> None:
-        self.connection.execute(
-            "INSERT INTO sessions(session_id, session_index, text, created_at) VALUES (?, ?, ?, ?)",
-            (session_id, session_index, text, created_at),
+    def insert_sessions(self, rows: Iterable[tuple]) -> None:
+        """Rows ``(session_id, session_index, text, created_at)``."""
+        self.connection.executemany(
+            "INSERT INTO sessions(session_id, session_index, text, created_at) VALUES (?, ?, ?, ?)", rows
         )
 
     def insert_facts(self, rows: Iterable[tuple]) -> None:
@@ -219,14 +218,19 @@ class FactDatabase:
         )
 
     def recompute_status(self, group_keys: Iterable[str]) -> None:
-        """TEM status for whole version groups: historical iff below the group's latest session."""
+        """TEM status for whole version groups: historical iff below the group's latest session.
+
+        The latest session index of a group never decreases (nothing is deleted), so a historical
+        record stays historical; only current records (new ones included) can change, and only
+        those are visited (through the partial index ``facts_current``).
+        """
         self.connection.execute("CREATE TEMP TABLE IF NOT EXISTS touched(group_key TEXT PRIMARY KEY)")
         self.connection.execute("DELETE FROM touched")
         self.connection.executemany(
             "INSERT OR IGNORE INTO touched VALUES (?)", ((key,) for key in group_keys)
         )
         self.connection.execute(
-            "UPDATE facts SET historical = (session_index < "
-            "(SELECT MAX(f2.session_index) FROM facts AS f2 WHERE f2.group_key = facts.group_key)) "
-            "WHERE group_key IN (SELECT group_key FROM touched)"
+            "UPDATE facts SET historical = 1 "
+            "WHERE historical = 0 AND group_key IN (SELECT group_key FROM touched) AND session_index < "
+            "(SELECT MAX(f2.session_index) FROM facts AS f2 WHERE f2.group_key = facts.group_key)"
         )

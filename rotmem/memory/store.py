@@ -28,7 +28,6 @@ and writes nothing; a session id already stored (or repeated within a batch) rai
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import time
 from collections import Counter
@@ -65,7 +64,8 @@ def fact_text(subject: str, relation: str, obj: str) -> str:
 
 
 def normalise_subject(subject: str) -> str:
-    return re.sub(r"\s+", " ", subject.casefold()).strip()
+    """Case-folded with whitespace runs collapsed: the subject part of a version-group key."""
+    return " ".join(subject.casefold().split())
 
 
 class TEMStore:
@@ -81,6 +81,8 @@ class TEMStore:
         verify: check facts against the session text (default True).
         index_backend: ``"auto"`` | ``"faiss"`` | ``"torch"`` (``rotmem.index.make_index``).
         index_device: where the index lives (default: FAISS's choice, or CPU for torch).
+        index_options: more arguments for ``make_index`` (e.g. ``kind="ivf"``, ``nprobe``,
+            ``small_batch_threads``).
         batch_size: texts per ``encoder.encode`` call.
         synchronous: SQLite ``synchronous`` pragma; ``"FULL"`` (default) makes every commit durable.
     """
@@ -94,6 +96,7 @@ class TEMStore:
         verify: bool = True,
         index_backend: str = "auto",
         index_device: str | None = None,
+        index_options: Mapping[str, Any] | None = None,
         batch_size: int = 256,
         synchronous: str = "FULL",
     ):
@@ -105,6 +108,7 @@ class TEMStore:
         )
         self.verify, self.batch_size = bool(verify), int(batch_size)
         self.index_backend, self.index_device = index_backend, index_device
+        self.index_options = dict(index_options or {})
         self.db = FactDatabase(self.path, synchronous=synchronous)
         try:
             self.encoder = self._resolve_encoder(encoder)
@@ -133,7 +137,7 @@ class TEMStore:
         return None if value is None else int(value)
 
     def _new_index(self, dim: int) -> InnerProductIndex:
-        return make_index(dim, backend=self.index_backend, device=self.index_device)
+        return make_index(dim, backend=self.index_backend, device=self.index_device, **self.index_options)
 
     def _load_indexes(self) -> None:
         dim = self.dim
@@ -274,6 +278,7 @@ class TEMStore:
         """One transaction for the whole batch; returns the results and the rows written (each
         row ends with its position in ``vectors``)."""
         results: list[SessionResult] = []
+        session_rows: list[tuple] = []
         fact_rows: list[tuple] = []
         passage_rows: list[tuple] = []
         touched: set[str] = set()
@@ -286,7 +291,7 @@ class TEMStore:
                 for session, kept, dropped, passages in prepared:
                     index = next_index if session.session_index is None else int(session.session_index)
                     next_index = max(next_index, index + 1)
-                    self.db.insert_session(session.session_id, index, session.text, now)
+                    session_rows.append((session.session_id, index, session.text, now))
                     new_facts, new_passages = [], []
                     for (subject, relation, obj), span in kept:
                         key = self.group_key(subject, relation)
@@ -308,6 +313,7 @@ class TEMStore:
                     results.append(
                         SessionResult(session.session_id, index, new_facts, new_passages, list(dropped))
                     )
+                self.db.insert_sessions(session_rows)
                 self.db.insert_facts(r[:-1] for r in fact_rows)
                 self.db.insert_passages(r[:-1] for r in passage_rows)
                 self.db.recompute_status(touched)

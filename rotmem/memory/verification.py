@@ -6,18 +6,82 @@ does not match inside ``"Parisian"``). The subject is not checked (it is usually
 speaker's name that the text never spells out), nor the relation (extractors normalise it).
 The match gives the fact's source span. Without a text nothing can be checked: every fact is kept
 with no span.
+
+Lookups are plain ``str.find`` on the lower-cased text (one character per character when
+lower-casing keeps the length); a multi-word object that is not found there is looked up again in
+a whitespace-collapsed copy, and texts whose lower-casing changes their length (e.g. "İ") use an
+equivalent regular expression.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from rotmem.memory.records import DroppedFact, Fact
 
 NOT_IN_TEXT = "object not found in the session text"
+Span = tuple[int, int]
 
 
-def object_span(obj: str, text: str) -> tuple[int, int] | None:
+class SessionText:
+    """A session text prepared for many whole-word, case-insensitive object lookups."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.lower = text.lower()
+        self.one_to_one = len(self.lower) == len(text)  # lower() never shortens a character
+        self._collapsed: tuple[str, list[int], list[Span]] | None = None
+
+    def find(self, obj: str) -> Span | None:
+        """``(start, end)`` in the original text of the first whole-word occurrence of ``obj``."""
+        if not self.one_to_one:
+            return object_span(obj, self.text)
+        needle = " ".join(obj.lower().split())
+        start = _find_word(self.lower, needle)
+        if start is not None:
+            return start, start + len(needle)
+        if " " not in needle:
+            return None
+        return self._find_collapsed(needle)
+
+    def _find_collapsed(self, needle: str) -> Span | None:
+        """Find ``needle`` in the text with every whitespace run collapsed to one space."""
+        if self._collapsed is None:
+            words = [m.span() for m in re.finditer(r"\S+", self.lower)]
+            starts, position = [], 0
+            for a, b in words:
+                starts.append(position)
+                position += b - a + 1
+            self._collapsed = (" ".join(self.lower[a:b] for a, b in words), starts, words)
+        collapsed, starts, words = self._collapsed
+        start = _find_word(collapsed, needle)
+        if start is None:
+            return None
+
+        def original(position: int) -> int:
+            word = bisect.bisect_right(starts, position) - 1
+            return words[word][0] + position - starts[word]
+
+        return original(start), original(start + len(needle) - 1) + 1
+
+
+def _find_word(haystack: str, needle: str) -> int | None:
+    """Start of the first occurrence of ``needle`` in ``haystack`` not inside a longer word."""
+    start = haystack.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        if not _word_char_at(haystack, start - 1) and not _word_char_at(haystack, end):
+            return start
+        start = haystack.find(needle, start + 1)
+    return None
+
+
+def _word_char_at(text: str, position: int) -> bool:
+    return 0 <= position < len(text) and (text[position].isalnum() or text[position] == "_")
+
+
+def object_span(obj: str, text: str) -> Span | None:
     """``(start, end)`` of the first whole-word, case-insensitive occurrence of ``obj`` in ``text``."""
     pattern = r"\s+".join(re.escape(token) for token in obj.split())
     match = re.search(rf"(?<!\w){pattern}(?!\w)", text, flags=re.IGNORECASE)
@@ -26,13 +90,14 @@ def object_span(obj: str, text: str) -> tuple[int, int] | None:
 
 def verify_facts(
     facts: list[Fact], text: str | None
-) -> tuple[list[tuple[Fact, tuple[int, int] | None]], list[DroppedFact]]:
+) -> tuple[list[tuple[Fact, Span | None]], list[DroppedFact]]:
     """Split ``facts`` into ``(kept [(fact, span)], dropped)`` by the rule above."""
     if text is None:
         return [(fact, None) for fact in facts], []
+    prepared = SessionText(text)
     kept, dropped = [], []
     for fact in facts:
-        span = object_span(fact[2], text)
+        span = prepared.find(fact[2])
         if span is None:
             dropped.append(DroppedFact(fact, NOT_IN_TEXT))
         else:
