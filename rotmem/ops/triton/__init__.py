@@ -1,0 +1,64 @@
+"""The Triton backend: the functions of ``rotmem.ops.reference``, as fused GPU kernels.
+
+One op per module (kernels, launcher, ``torch.library`` registration with its autograd formula):
+``rotate``, ``unrotated_query``, ``unrotated_query_indexed``, ``cross_entropy``, ``n3``. The ops
+live in the ``rotmem_triton`` namespace (``torch.ops.rotmem_triton.*``), so ``torch.compile``
+traces into the kernels and ``torch.library.opcheck`` can test them.
+
+Runs on CUDA tensors; on the CPU only under the Triton interpreter (``TRITON_INTERPRET=1`` set
+before this package is imported), which the tests use with small shapes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rotmem.ops.triton._common import INTERPRETED
+from rotmem.ops.triton.cross_entropy import cross_entropy_all
+from rotmem.ops.triton.n3 import n3
+from rotmem.ops.triton.rotate import rotate
+from rotmem.ops.triton.unrotated_query import unrotated_query
+from rotmem.ops.triton.unrotated_query_indexed import unrotated_query_indexed
+
+
+def score_all(q: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
+    """``q [B, 2n] @ entity[N, 2n]^T``: ``[B, N]`` scores against every entity.
+
+    A plain dense product, which cuBLAS already runs at the device's peak; evaluation needs the
+    full score matrix anyway (filtered ranks), so there is nothing to fuse.
+    """
+    if q.shape[-1] != entity.shape[-1]:
+        raise ValueError(
+            f"q [B, 2n] and entity [N, 2n] must share 2n, got {tuple(q.shape)} and {tuple(entity.shape)}"
+        )
+    return q @ entity.t()
+
+
+def unavailable_reason(device_type: str) -> str:
+    """Why this backend cannot run on ``device_type`` tensors ("" when it can)."""
+    if device_type == "cuda":
+        if INTERPRETED:
+            return "TRITON_INTERPRET=1 was set when rotmem.ops.triton was imported: kernels run on the CPU"
+        return "" if torch.cuda.is_available() else "no CUDA device is visible to PyTorch"
+    if device_type == "cpu":
+        return (
+            "" if INTERPRETED else "Triton runs on the CPU only under TRITON_INTERPRET=1 (set before import)"
+        )
+    return f"Triton kernels do not run on {device_type!r} tensors"
+
+
+def is_available(device_type: str) -> bool:
+    """True for ``"cuda"`` with a visible GPU, and for ``"cpu"`` under ``TRITON_INTERPRET=1``."""
+    return unavailable_reason(device_type) == ""
+
+
+__all__ = [
+    "cross_entropy_all",
+    "is_available",
+    "n3",
+    "rotate",
+    "score_all",
+    "unavailable_reason",
+    "unrotated_query",
+    "unrotated_query_indexed",
+]

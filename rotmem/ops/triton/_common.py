@@ -1,0 +1,123 @@
+"""What every Triton op here shares: the launcher, precise sin/cos, dtype and block-size rules."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+from torch._subclasses.fake_tensor import is_fake
+from torch.library import custom_op, triton_op, wrap_triton
+from triton.language.extra import libdevice
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+# ``@triton.jit`` decides at decoration time whether a kernel is compiled or interpreted, so the
+# mode is fixed when this package is first imported.
+INTERPRETED = _interpreting()
+_INTERPRET = tl.constexpr(INTERPRETED)
+
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+
+
+@triton.jit
+def sincos(x):
+    """``sin(x), cos(x)`` with full range reduction: angles reach thousands of radians."""
+    if _INTERPRET:
+        return tl.sin(x), tl.cos(x)
+    else:
+        # tl.sin/tl.cos may lower to the approximate hardware instructions, whose error grows
+        # with |x|; libdevice reduces the argument exactly.
+        return libdevice.sin(x), libdevice.cos(x)
+
+
+@triton.jit
+def upcast(x, FP64: tl.constexpr):
+    """``x`` in the compute precision: float64 for float64 inputs, float32 for every other dtype."""
+    if FP64:
+        return x.to(tl.float64)
+    else:
+        return x.to(tl.float32)
+
+
+def is_fp64(*tensors: torch.Tensor | None) -> bool:
+    """Whether the kernels should compute in float64 (any input is float64)."""
+    return any(t is not None and t.dtype == torch.float64 for t in tensors)
+
+
+def check_float(name: str, tensor: torch.Tensor) -> None:
+    """Raise a ValueError naming ``name`` unless ``tensor`` has a dtype the kernels handle."""
+    if tensor.dtype not in SUPPORTED_DTYPES:
+        raise ValueError(f"{name} has dtype {tensor.dtype}; the Triton ops support {SUPPORTED_DTYPES}")
+
+
+def check_same_device(**tensors: torch.Tensor | None) -> None:
+    """Raise a ValueError naming the tensors when they are not all on one device."""
+    devices = {name: t.device for name, t in tensors.items() if t is not None}
+    if len(set(devices.values())) > 1:
+        raise ValueError(f"tensors must share a device, got {devices}")
+
+
+def kernel_op(name: str):
+    """Register the decorated function, whose body launches Triton kernels, as op ``name``.
+
+    Compiled kernels: a ``triton_op``, which ``torch.compile`` traces into. Under the CPU
+    interpreter a kernel is Python that reads tensor data, which tracing cannot follow: the op is
+    then opaque (``custom_op``) and its fake implementation is the same body with launches skipped.
+    """
+
+    def register(fn):
+        if not INTERPRETED:
+            return triton_op(name, fn, mutates_args=())
+        op = custom_op(name, fn, mutates_args=())
+        op.register_fake(fn)
+        return op
+
+    return register
+
+
+def launch(kernel, grid: tuple[int, ...], *args, **kwargs) -> None:
+    """Launch ``kernel`` through ``wrap_triton`` (so ``torch.compile`` and export can trace it).
+
+    Under the interpreter, a launch on fake tensors (the fake implementation of a ``kernel_op``)
+    does nothing: the outputs are already allocated with the right shapes, all a fake run computes.
+    """
+    if INTERPRETED and any(isinstance(a, torch.Tensor) and is_fake(a) for a in args):
+        return
+    wrap_triton(kernel)[grid](*args, **kwargs)
+
+
+def pow2(n: int, low: int = 1, high: int = 1 << 30) -> int:
+    """``next_power_of_2(n)`` clipped to ``[low, high]``: a block size covering ``n``."""
+    return max(low, min(high, triton.next_power_of_2(max(n, 1))))
+
+
+def check_index(name: str, index: torch.Tensor, size: int) -> None:
+    """Fail, naming ``index``, when an id is outside ``[0, size)`` (kernels would read out of bounds).
+
+    On the CPU this raises an IndexError at once; on a GPU it is a device-side assert (no sync).
+    """
+    if index.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"{name} must hold int64 (or int32) ids, got {index.dtype}")
+    if index.numel() == 0:
+        return
+    if index.device.type == "cpu":
+        low, high = int(index.min()), int(index.max())
+        if low < 0 or high >= size:
+            raise IndexError(f"{name} has ids outside [0, {size}): min {low}, max {high}")
+    else:
+        torch._assert_async(((index >= 0) & (index < size)).all(), f"{name} has ids outside [0, {size})")
+
+
+def promoted(*items: torch.Tensor | torch.dtype | None) -> torch.dtype:
+    """The dtype eager PyTorch gives an expression mixing these tensors or dtypes (``None`` skipped)."""
+    dtype = None
+    for item in items:
+        if item is not None:
+            item = item if isinstance(item, torch.dtype) else item.dtype
+            dtype = item if dtype is None else torch.promote_types(dtype, item)
+    return dtype
