@@ -1,5 +1,73 @@
-"""Build script: the native extension from csrc/ arrives with the kernels (see pyproject.toml)."""
+"""Build script: the package metadata is in pyproject.toml; this file adds the native extension.
+
+``rotmem._C`` holds the C++ kernels of ``csrc/`` (CPU, OpenMP, always) and the CUDA kernels of
+``csrc/cuda`` (only when a CUDA toolkit and a CUDA build of torch are present). Switches:
+
+- ``ROTMEM_SKIP_NATIVE=1``: no extension at all (a pure-Python install; ops use the torch backend).
+- ``ROTMEM_FORCE_CUDA=1`` / ``=0``: build the CUDA kernels, or leave them out, whatever is detected.
+
+Build against the torch already installed (``pip install --no-build-isolation -e .``): an isolated
+build would compile against a freshly downloaded torch that is not the one you run.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import platform
+import sys
 
 from setuptools import setup
 
-setup()
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def _flag(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def native_extensions() -> dict:
+    """``ext_modules`` and ``cmdclass`` for ``setup()``, or nothing when the extension is skipped."""
+    if _flag("ROTMEM_SKIP_NATIVE") == "1":
+        return {}
+    try:
+        import torch
+        from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+    except ImportError as error:
+        sys.exit(
+            f"rotmem: building the native extension needs torch ({error}). Install torch first and run "
+            "`pip install --no-build-isolation -e .`, or set ROTMEM_SKIP_NATIVE=1 for a pure-Python install."
+        )
+
+    force_cuda = _flag("ROTMEM_FORCE_CUDA")
+    with_cuda = torch.version.cuda is not None and CUDA_HOME is not None
+    if force_cuda is not None:
+        with_cuda = force_cuda == "1"
+
+    sources = [os.path.relpath(p, ROOT) for p in sorted(glob.glob(os.path.join(ROOT, "csrc", "*.cpp")))]
+    sources += [os.path.relpath(p, ROOT) for p in sorted(glob.glob(os.path.join(ROOT, "csrc", "cpu", "*.cpp")))]
+    cxx = ["-O3"]
+    link = []
+    if platform.system() == "Linux":
+        cxx.append("-fopenmp")
+        link.append("-fopenmp")
+    macros = []
+    extension = CppExtension
+    extra = {"cxx": cxx}
+    if with_cuda:
+        sources += [os.path.relpath(p, ROOT) for p in sorted(glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.cu")))]
+        macros.append(("WITH_CUDA", None))
+        extension = CUDAExtension
+        extra["nvcc"] = ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]
+    ext = extension(
+        "rotmem._C",
+        sources,
+        define_macros=macros,
+        extra_compile_args=extra,
+        extra_link_args=link,
+    )
+    return {"ext_modules": [ext], "cmdclass": {"build_ext": BuildExtension}}
+
+
+setup(**native_extensions())

@@ -1,0 +1,430 @@
+// CPU kernels of the rotation ops: rotate, unrotated_query and the fused, indexed unrotated query.
+// Rows run in parallel (at::parallel_for, OpenMP); sines and cosines are computed per pair on the
+// fly in float (double for double inputs), so no angle, cos or sin tensor is ever stored.
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <vector>
+
+#include "../pair_math.h"
+
+namespace rotmem {
+namespace {
+
+inline void sin_cos(float t, float& s, float& c) { ::sincosf(t, &s, &c); }
+inline void sin_cos(double t, double& s, double& c) { ::sincos(t, &s, &c); }
+
+// Rows per parallel task: about 4096 pairs of work each.
+int64_t row_grain(int64_t n) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)); }
+
+void check_rows(const char* op, const at::Tensor& x, const at::Tensor& theta, const char* x_name) {
+  TORCH_CHECK(x.dim() == 2 && theta.dim() == 2 && x.size(0) == theta.size(0) && x.size(1) == 2 * theta.size(1),
+              op, ": expected ", x_name, " [M, 2n] and theta [M, n], got ", x_name, " ", x.sizes(), " and theta ",
+              theta.sizes());
+  TORCH_CHECK(x.scalar_type() == theta.scalar_type(), op, ": ", x_name, " and theta must have one dtype, got ",
+              x.scalar_type(), " and ", theta.scalar_type());
+}
+
+void check_same(const char* op, const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {
+  TORCH_CHECK(a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type(), op, ": ", b_name, " ", b.sizes(), " ",
+              b.scalar_type(), " must match ", a_name, " ", a.sizes(), " ", a.scalar_type());
+}
+
+// ---------------------------------------------------------------------------------------------
+at::Tensor rotate_cpu(const at::Tensor& x_in, const at::Tensor& theta_in) {
+  check_rows("rotmem::rotate", x_in, theta_in, "x");
+  const at::Tensor x = x_in.contiguous(), theta = theta_in.contiguous();
+  const int64_t rows = theta.size(0), n = theta.size(1);
+  at::Tensor y = at::empty_like(x);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "rotmem::rotate", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* xp = x.const_data_ptr<scalar_t>();
+    const scalar_t* tp = theta.const_data_ptr<scalar_t>();
+    scalar_t* yp = y.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, rows, row_grain(n), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const scalar_t* xr = xp + r * 2 * n;
+        scalar_t* yr = yp + r * 2 * n;
+        for (int64_t j = 0; j < n; ++j) {
+          acc_t s, c, y_re, y_im;
+          sin_cos(static_cast<acc_t>(tp[r * n + j]), s, c);
+          rotate_pair<acc_t>(xr[j], xr[n + j], c, s, y_re, y_im);
+          yr[j] = y_re;
+          yr[n + j] = y_im;
+        }
+      }
+    });
+  });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor> rotate_backward_cpu(const at::Tensor& grad_in, const at::Tensor& x_in,
+                                                        const at::Tensor& theta_in) {
+  check_rows("rotmem::rotate_backward", x_in, theta_in, "x");
+  check_same("rotmem::rotate_backward", x_in, "x", grad_in, "grad");
+  const at::Tensor grad = grad_in.contiguous(), x = x_in.contiguous(), theta = theta_in.contiguous();
+  const int64_t rows = theta.size(0), n = theta.size(1);
+  at::Tensor grad_x = at::empty_like(x), grad_theta = at::empty_like(theta);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "rotmem::rotate_backward", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* gp = grad.const_data_ptr<scalar_t>();
+    const scalar_t* xp = x.const_data_ptr<scalar_t>();
+    const scalar_t* tp = theta.const_data_ptr<scalar_t>();
+    scalar_t* gxp = grad_x.mutable_data_ptr<scalar_t>();
+    scalar_t* gtp = grad_theta.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, rows, row_grain(n), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t o = r * 2 * n;
+        for (int64_t j = 0; j < n; ++j) {
+          acc_t s, c, dx_re, dx_im, dtheta;
+          sin_cos(static_cast<acc_t>(tp[r * n + j]), s, c);
+          rotate_pair_backward<acc_t>(gp[o + j], gp[o + n + j], xp[o + j], xp[o + n + j], c, s, dx_re, dx_im, dtheta);
+          gxp[o + j] = dx_re;
+          gxp[o + n + j] = dx_im;
+          gtp[r * n + j] = dtheta;
+        }
+      }
+    });
+  });
+  return {grad_x, grad_theta};
+}
+
+// ---------------------------------------------------------------------------------------------
+at::Tensor unrotated_query_cpu(const at::Tensor& h_in, const at::Tensor& w_in, const std::optional<at::Tensor>& w_hat_in,
+                               const at::Tensor& theta_in) {
+  const char* op = "rotmem::unrotated_query";
+  check_rows(op, h_in, theta_in, "h");
+  check_same(op, h_in, "h", w_in, "w");
+  if (w_hat_in) check_same(op, h_in, "h", *w_hat_in, "w_hat");
+  const at::Tensor h = h_in.contiguous(), w = w_in.contiguous(), theta = theta_in.contiguous();
+  const at::Tensor w_hat = w_hat_in ? w_hat_in->contiguous() : at::Tensor();
+  const int64_t rows = theta.size(0), n = theta.size(1);
+  at::Tensor q = at::empty_like(h);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, h.scalar_type(), "rotmem::unrotated_query", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* hp = h.const_data_ptr<scalar_t>();
+    const scalar_t* wp = w.const_data_ptr<scalar_t>();
+    const scalar_t* vp = w_hat.defined() ? w_hat.const_data_ptr<scalar_t>() : nullptr;
+    const scalar_t* tp = theta.const_data_ptr<scalar_t>();
+    scalar_t* qp = q.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, rows, row_grain(n), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t o = r * 2 * n;
+        for (int64_t j = 0; j < n; ++j) {
+          acc_t s, c, q_re, q_im;
+          sin_cos(static_cast<acc_t>(tp[r * n + j]), s, c);
+          const acc_t rho_re = vp ? acc_t(wp[o + j]) * acc_t(vp[o + j]) : acc_t(wp[o + j]);
+          const acc_t rho_im = vp ? acc_t(wp[o + n + j]) * acc_t(vp[o + n + j]) : acc_t(wp[o + n + j]);
+          query_pair<acc_t>(hp[o + j], hp[o + n + j], rho_re, rho_im, c, s, q_re, q_im);
+          qp[o + j] = q_re;
+          qp[o + n + j] = q_im;
+        }
+      }
+    });
+  });
+  return q;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> unrotated_query_backward_cpu(
+    const at::Tensor& grad_in, const at::Tensor& h_in, const at::Tensor& w_in, const std::optional<at::Tensor>& w_hat_in,
+    const at::Tensor& theta_in) {
+  const char* op = "rotmem::unrotated_query_backward";
+  check_rows(op, h_in, theta_in, "h");
+  check_same(op, h_in, "h", w_in, "w");
+  check_same(op, h_in, "h", grad_in, "grad");
+  if (w_hat_in) check_same(op, h_in, "h", *w_hat_in, "w_hat");
+  const at::Tensor grad = grad_in.contiguous(), h = h_in.contiguous(), w = w_in.contiguous();
+  const at::Tensor theta = theta_in.contiguous();
+  const at::Tensor w_hat = w_hat_in ? w_hat_in->contiguous() : at::Tensor();
+  const int64_t rows = theta.size(0), n = theta.size(1);
+  at::Tensor grad_h = at::empty_like(h), grad_w = at::empty_like(w), grad_theta = at::empty_like(theta);
+  at::Tensor grad_w_hat = w_hat.defined() ? at::empty_like(w_hat) : h.new_empty({0});
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, h.scalar_type(), "rotmem::unrotated_query", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* gp = grad.const_data_ptr<scalar_t>();
+    const scalar_t* hp = h.const_data_ptr<scalar_t>();
+    const scalar_t* wp = w.const_data_ptr<scalar_t>();
+    const scalar_t* vp = w_hat.defined() ? w_hat.const_data_ptr<scalar_t>() : nullptr;
+    const scalar_t* tp = theta.const_data_ptr<scalar_t>();
+    scalar_t* ghp = grad_h.mutable_data_ptr<scalar_t>();
+    scalar_t* gwp = grad_w.mutable_data_ptr<scalar_t>();
+    scalar_t* gvp = vp ? grad_w_hat.mutable_data_ptr<scalar_t>() : nullptr;
+    scalar_t* gtp = grad_theta.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, rows, row_grain(n), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t o = r * 2 * n;
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t re = o + j, im = o + n + j;
+          acc_t s, c;
+          sin_cos(static_cast<acc_t>(tp[r * n + j]), s, c);
+          const acc_t w_re = wp[re], w_im = wp[im];
+          const acc_t v_re = vp ? acc_t(vp[re]) : acc_t(1), v_im = vp ? acc_t(vp[im]) : acc_t(1);
+          const QueryPairGrad<acc_t> g =
+              query_pair_backward<acc_t>(gp[re], gp[im], hp[re], hp[im], w_re * v_re, w_im * v_im, c, s);
+          ghp[re] = g.h_re;
+          ghp[im] = g.h_im;
+          gwp[re] = g.rho_re * v_re;
+          gwp[im] = g.rho_im * v_im;
+          if (gvp) {
+            gvp[re] = g.rho_re * w_re;
+            gvp[im] = g.rho_im * w_im;
+          }
+          gtp[r * n + j] = g.theta;
+        }
+      }
+    });
+  });
+  return {grad_h, grad_w, grad_w_hat, grad_theta};
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fused, indexed query: gathers rows, computes theta = alpha * s * (tau - tau0) * omega_j on
+// the fly, and builds q. Only omega [n] is precomputed (once per call).
+
+struct IndexedInputs {
+  at::Tensor entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha;
+  double log_s, log_base, tau0;
+  int64_t batch, n;
+};
+
+IndexedInputs check_indexed(const char* op, const at::Tensor& entity, const at::Tensor& w_table,
+                            const std::optional<at::Tensor>& w_hat_table, const at::Tensor& ent_idx,
+                            const at::Tensor& rel_idx, const at::Tensor& tau, const at::Tensor& alpha,
+                            const at::Tensor& log_s, const at::Tensor& log_base, double tau0) {
+  TORCH_CHECK(entity.dim() == 2 && entity.size(1) % 2 == 0 && entity.size(1) > 0, op,
+              ": entity must be [N, 2n] with n >= 1, got ", entity.sizes());
+  TORCH_CHECK(w_table.dim() == 2 && w_table.size(1) == entity.size(1), op, ": w_table must be [R, ", entity.size(1),
+              "], got ", w_table.sizes());
+  TORCH_CHECK(w_table.scalar_type() == entity.scalar_type(), op, ": w_table dtype ", w_table.scalar_type(),
+              " differs from entity dtype ", entity.scalar_type());
+  if (w_hat_table) check_same(op, w_table, "w_table", *w_hat_table, "w_hat_table");
+  const int64_t batch = ent_idx.numel();
+  for (const auto& [t, name] : {std::pair{ent_idx, "ent_idx"}, std::pair{rel_idx, "rel_idx"}}) {
+    TORCH_CHECK(t.dim() == 1 && t.scalar_type() == at::kLong, op, ": ", name, " must be a 1-D int64 tensor, got ",
+                t.sizes(), " ", t.scalar_type());
+  }
+  for (const auto& [t, name] : {std::pair{rel_idx, "rel_idx"}, std::pair{tau, "tau"}, std::pair{alpha, "alpha"}}) {
+    TORCH_CHECK(t.dim() == 1 && t.size(0) == batch, op, ": ", name, " must be [", batch, "] like ent_idx, got ",
+                t.sizes());
+  }
+  TORCH_CHECK(log_s.numel() == 1 && log_base.numel() == 1, op, ": log_s and log_base must be scalars, got ",
+              log_s.sizes(), " and ", log_base.sizes());
+  IndexedInputs in;
+  in.entity = entity.contiguous();
+  in.w_table = w_table.contiguous();
+  in.w_hat_table = w_hat_table ? w_hat_table->contiguous() : at::Tensor();
+  in.ent_idx = ent_idx.contiguous();
+  in.rel_idx = rel_idx.contiguous();
+  const auto acc = entity.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  in.tau = tau.to(acc).contiguous();
+  in.alpha = alpha.to(acc).contiguous();
+  in.log_s = log_s.item<double>();
+  in.log_base = log_base.item<double>();
+  in.tau0 = tau0;
+  in.batch = batch;
+  in.n = entity.size(1) / 2;
+  const int64_t* ep = in.ent_idx.const_data_ptr<int64_t>();
+  const int64_t* rp = in.rel_idx.const_data_ptr<int64_t>();
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK(ep[b] >= 0 && ep[b] < entity.size(0), op, ": ent_idx[", b, "] = ", ep[b],
+                " is out of range for an entity table of ", entity.size(0), " rows");
+    TORCH_CHECK(rp[b] >= 0 && rp[b] < w_table.size(0), op, ": rel_idx[", b, "] = ", rp[b],
+                " is out of range for a relation table of ", w_table.size(0), " rows");
+  }
+  return in;
+}
+
+// omega_j = base^(-j/n), rounded exactly as reference.spectrum computes it in acc_t.
+template <typename acc_t>
+std::vector<acc_t> spectrum(double log_base, int64_t n) {
+  const acc_t neg_lb = -static_cast<acc_t>(std::max(log_base, kLogBaseMin));
+  std::vector<acc_t> omega(n);
+  for (int64_t j = 0; j < n; ++j) omega[j] = std::exp(neg_lb * static_cast<acc_t>(j) / static_cast<acc_t>(n));
+  return omega;
+}
+
+// speed_b = alpha_b * s * (tau_b - tau0), s = exp(max(log_s, ln 1e-9)): the row's angle is speed_b * omega_j.
+template <typename acc_t>
+acc_t row_speed(const IndexedInputs& in, int64_t b) {
+  const acc_t s = std::exp(static_cast<acc_t>(std::max(in.log_s, kLogSMin)));
+  const acc_t dt = in.tau.const_data_ptr<acc_t>()[b] - static_cast<acc_t>(in.tau0);
+  return in.alpha.const_data_ptr<acc_t>()[b] * s * dt;
+}
+
+at::Tensor unrotated_query_indexed_cpu(const at::Tensor& entity, const at::Tensor& w_table,
+                                       const std::optional<at::Tensor>& w_hat_table, const at::Tensor& ent_idx,
+                                       const at::Tensor& rel_idx, const at::Tensor& tau, const at::Tensor& alpha,
+                                       const at::Tensor& log_s, const at::Tensor& log_base, double tau0) {
+  const char* op = "rotmem::unrotated_query_indexed";
+  const IndexedInputs in =
+      check_indexed(op, entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0);
+  const int64_t n = in.n;
+  at::Tensor q = at::empty({in.batch, 2 * n}, entity.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, entity.scalar_type(), "rotmem::unrotated_query_indexed", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const std::vector<acc_t> omega = spectrum<acc_t>(in.log_base, n);
+    const scalar_t* ep = in.entity.const_data_ptr<scalar_t>();
+    const scalar_t* wp = in.w_table.const_data_ptr<scalar_t>();
+    const scalar_t* vp = in.w_hat_table.defined() ? in.w_hat_table.const_data_ptr<scalar_t>() : nullptr;
+    const int64_t* eidx = in.ent_idx.const_data_ptr<int64_t>();
+    const int64_t* ridx = in.rel_idx.const_data_ptr<int64_t>();
+    scalar_t* qp = q.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, in.batch, row_grain(n), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const scalar_t* h = ep + eidx[b] * 2 * n;
+        const scalar_t* w = wp + ridx[b] * 2 * n;
+        const scalar_t* v = vp ? vp + ridx[b] * 2 * n : nullptr;
+        scalar_t* qr = qp + b * 2 * n;
+        const acc_t speed = row_speed<acc_t>(in, b);
+        for (int64_t j = 0; j < n; ++j) {
+          acc_t s, c, q_re, q_im;
+          sin_cos(speed * omega[j], s, c);
+          const acc_t rho_re = v ? acc_t(w[j]) * acc_t(v[j]) : acc_t(w[j]);
+          const acc_t rho_im = v ? acc_t(w[n + j]) * acc_t(v[n + j]) : acc_t(w[n + j]);
+          query_pair<acc_t>(h[j], h[n + j], rho_re, rho_im, c, s, q_re, q_im);
+          qr[j] = q_re;
+          qr[n + j] = q_im;
+        }
+      }
+    });
+  });
+  return q;
+}
+
+// table[idx[b]] += rows[b], serially: deterministic and race-free; B * 2n adds is cheap next to the step.
+template <typename scalar_t>
+void scatter_add_rows(at::Tensor& table, const int64_t* idx, const at::Tensor& rows) {
+  const int64_t width = rows.size(1);
+  scalar_t* tp = table.mutable_data_ptr<scalar_t>();
+  const scalar_t* rp = rows.const_data_ptr<scalar_t>();
+  for (int64_t b = 0; b < rows.size(0); ++b) {
+    scalar_t* dst = tp + idx[b] * width;
+    const scalar_t* src = rp + b * width;
+    for (int64_t k = 0; k < width; ++k) dst[k] += src[k];
+  }
+}
+
+// Gradients for (entity, w_table, w_hat_table, tau, alpha, log_s, log_base). Row gradients are
+// computed in parallel into [B, 2n] buffers and scattered into zero tables of the tables' shape
+// (the dense gradients autograd needs for dense parameters); no other [N, 2n] temporary is made.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor& entity, const at::Tensor& w_table,
+                                     const std::optional<at::Tensor>& w_hat_table, const at::Tensor& ent_idx,
+                                     const at::Tensor& rel_idx, const at::Tensor& tau, const at::Tensor& alpha,
+                                     const at::Tensor& log_s, const at::Tensor& log_base, double tau0) {
+  const char* op = "rotmem::unrotated_query_indexed_backward";
+  const IndexedInputs in =
+      check_indexed(op, entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0);
+  const int64_t n = in.n, batch = in.batch;
+  TORCH_CHECK(grad_in.dim() == 2 && grad_in.size(0) == batch && grad_in.size(1) == 2 * n, op, ": grad must be [",
+              batch, ", ", 2 * n, "], got ", grad_in.sizes());
+  const at::Tensor grad = grad_in.to(entity.scalar_type()).contiguous();
+  const bool chronor = in.w_hat_table.defined();
+  at::Tensor d_h = at::empty({batch, 2 * n}, entity.options());
+  at::Tensor d_w = at::empty_like(d_h);
+  at::Tensor d_v = chronor ? at::empty_like(d_h) : at::Tensor();
+  const auto acc = entity.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  // Per row: S1 = sum_j dtheta_j omega_j (= dL/dspeed) and S2 = sum_j dtheta_j omega_j j.
+  at::Tensor s1 = at::empty({batch}, entity.options().dtype(acc));
+  at::Tensor s2 = at::empty({batch}, entity.options().dtype(acc));
+  at::Tensor grad_entity = at::zeros_like(in.entity);
+  at::Tensor grad_w = at::zeros_like(in.w_table);
+  at::Tensor grad_v = chronor ? at::zeros_like(in.w_hat_table) : entity.new_empty({0});
+  at::Tensor grad_tau = at::empty({batch}, tau.options());
+  at::Tensor grad_alpha = at::empty({batch}, alpha.options());
+  double grad_log_s = 0.0, grad_log_base = 0.0;
+
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, entity.scalar_type(), "rotmem::unrotated_query_indexed", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const std::vector<acc_t> omega = spectrum<acc_t>(in.log_base, n);
+    const scalar_t* gp = grad.const_data_ptr<scalar_t>();
+    const scalar_t* ep = in.entity.const_data_ptr<scalar_t>();
+    const scalar_t* wp = in.w_table.const_data_ptr<scalar_t>();
+    const scalar_t* vp = chronor ? in.w_hat_table.const_data_ptr<scalar_t>() : nullptr;
+    const int64_t* eidx = in.ent_idx.const_data_ptr<int64_t>();
+    const int64_t* ridx = in.rel_idx.const_data_ptr<int64_t>();
+    scalar_t* dhp = d_h.mutable_data_ptr<scalar_t>();
+    scalar_t* dwp = d_w.mutable_data_ptr<scalar_t>();
+    scalar_t* dvp = chronor ? d_v.mutable_data_ptr<scalar_t>() : nullptr;
+    acc_t* s1p = s1.mutable_data_ptr<acc_t>();
+    acc_t* s2p = s2.mutable_data_ptr<acc_t>();
+    at::parallel_for(0, batch, row_grain(n), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const scalar_t* g = gp + b * 2 * n;
+        const scalar_t* h = ep + eidx[b] * 2 * n;
+        const scalar_t* w = wp + ridx[b] * 2 * n;
+        const scalar_t* v = vp ? vp + ridx[b] * 2 * n : nullptr;
+        scalar_t* dh = dhp + b * 2 * n;
+        scalar_t* dw = dwp + b * 2 * n;
+        scalar_t* dv = dvp ? dvp + b * 2 * n : nullptr;
+        const acc_t speed = row_speed<acc_t>(in, b);
+        acc_t sum1 = 0, sum2 = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          acc_t s, c;
+          sin_cos(speed * omega[j], s, c);
+          const acc_t w_re = w[j], w_im = w[n + j];
+          const acc_t v_re = v ? acc_t(v[j]) : acc_t(1), v_im = v ? acc_t(v[n + j]) : acc_t(1);
+          const QueryPairGrad<acc_t> d =
+              query_pair_backward<acc_t>(g[j], g[n + j], h[j], h[n + j], w_re * v_re, w_im * v_im, c, s);
+          dh[j] = d.h_re;
+          dh[n + j] = d.h_im;
+          dw[j] = d.rho_re * v_re;
+          dw[n + j] = d.rho_im * v_im;
+          if (dv) {
+            dv[j] = d.rho_re * w_re;
+            dv[n + j] = d.rho_im * w_im;
+          }
+          const acc_t t = d.theta * omega[j];
+          sum1 += t;
+          sum2 += t * static_cast<acc_t>(j);
+        }
+        s1p[b] = sum1;
+        s2p[b] = sum2;
+      }
+    });
+    scatter_add_rows<scalar_t>(grad_entity, eidx, d_h);
+    scatter_add_rows<scalar_t>(grad_w, ridx, d_w);
+    if (chronor) scatter_add_rows<scalar_t>(grad_v, ridx, d_v);
+
+    const acc_t s = std::exp(static_cast<acc_t>(std::max(in.log_s, kLogSMin)));
+    const acc_t* taup = in.tau.const_data_ptr<acc_t>();
+    const acc_t* alphap = in.alpha.const_data_ptr<acc_t>();
+    at::Tensor gt = at::empty({batch}, s1.options()), ga = at::empty({batch}, s1.options());
+    acc_t* gtp = gt.mutable_data_ptr<acc_t>();
+    acc_t* gap = ga.mutable_data_ptr<acc_t>();
+    for (int64_t b = 0; b < batch; ++b) {
+      const acc_t speed = row_speed<acc_t>(in, b);
+      gtp[b] = s1p[b] * alphap[b] * s;
+      gap[b] = s1p[b] * s * (taup[b] - static_cast<acc_t>(tau0));
+      grad_log_s += static_cast<double>(s1p[b]) * static_cast<double>(speed);
+      grad_log_base -= static_cast<double>(s2p[b]) * static_cast<double>(speed) / static_cast<double>(n);
+    }
+    grad_tau.copy_(gt);
+    grad_alpha.copy_(ga);
+  });
+  if (in.log_s < kLogSMin) grad_log_s = 0.0;
+  if (in.log_base < kLogBaseMin) grad_log_base = 0.0;
+  return {grad_entity,
+          grad_w,
+          grad_v,
+          grad_tau,
+          grad_alpha,
+          at::full_like(log_s, grad_log_s),
+          at::full_like(log_base, grad_log_base)};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(rotmem, CPU, m) {
+  m.impl("rotate", &rotate_cpu);
+  m.impl("rotate_backward", &rotate_backward_cpu);
+  m.impl("unrotated_query", &unrotated_query_cpu);
+  m.impl("unrotated_query_backward", &unrotated_query_backward_cpu);
+  m.impl("unrotated_query_indexed", &unrotated_query_indexed_cpu);
+  m.impl("unrotated_query_indexed_backward", &unrotated_query_indexed_backward_cpu);
+}
+
+}  // namespace rotmem
