@@ -173,3 +173,17 @@ def test_auto_backend_choice():
     assert resolve_backend("auto", "cpu") == expected
     with pytest.raises(ValueError, match="unknown index backend"):
         resolve_backend("annoy")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_torch_index_on_cuda_keeps_tensors_on_the_device():
+    vectors, queries = random_vectors(3000, 32), random_vectors(9, 32, seed=5)
+    ids = np.arange(3000, dtype=np.int64)
+    index = make_index(32, backend="torch", device="cuda", row_chunk=1000)
+    index.add(torch.from_numpy(ids).cuda(), torch.from_numpy(vectors).cuda())
+    scores, found = index.search(torch.from_numpy(queries).cuda(), 20)
+    assert scores.device.type == "cuda" and found.device.type == "cuda"
+    want_scores, want_ids = brute_force(queries, ids, vectors, 20)
+    np.testing.assert_array_equal(found.cpu().numpy(), want_ids)
+    np.testing.assert_allclose(scores.cpu().numpy(), want_scores, rtol=1e-4, atol=1e-4)

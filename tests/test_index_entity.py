@@ -76,3 +76,16 @@ def test_index_must_match_the_model():
     model = small_model()
     with pytest.raises(ValueError, match="83 entities"):
         EntityIndex(model, make_index(model.entity.shape[1], backend="torch"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_model_uses_a_cuda_index():
+    model = small_model().cuda()
+    index = EntityIndex.from_model(model)  # FAISS without faiss-gpu cannot hold CUDA vectors: torch path
+    h, r, tau = torch.tensor([1, 2], device="cuda"), torch.tensor([2, 3], device="cuda"), 777.0
+    scores, ids = index.search_tails(h, r, tau, k=7)
+    with torch.no_grad():
+        want = torch.topk(model.score_tails(h, r, tau), 7)
+    assert ids.device.type == "cuda" and torch.equal(ids, want.indices)
+    torch.testing.assert_close(scores, want.values, rtol=1e-4, atol=1e-4)

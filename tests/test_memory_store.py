@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -220,3 +222,18 @@ def test_records_are_frozen_dataclasses(store):
     assert isinstance(record, Record) and record.session_id == "s1" and record.created_at > 0
     with pytest.raises(AttributeError):
         record.historical = True
+
+
+def test_without_faiss_the_torch_index_gives_the_same_answers(monkeypatch):
+    sessions = [
+        Session(f"s{i}", [("P", "lives in", f"city {i}"), ("P", "likes", f"dish {i % 3}")]) for i in range(20)
+    ]
+    with_default = TEMStore(encoder=HashingEncoder(64))
+    with_default.add_sessions(sessions)
+    monkeypatch.setitem(sys.modules, "faiss", None)  # ``import faiss`` now fails, as on the GPU machine
+    without_faiss = TEMStore(encoder=HashingEncoder(64))
+    without_faiss.add_sessions(sessions)
+    assert type(without_faiss.index()).__name__ == "TorchIndex"
+    for question in ("city 7", "dish 2", "where does P live"):  # hashed words tie: compare scores
+        want = sorted(round(r.score, 5) for r in with_default.retrieve(question, k=5))
+        assert sorted(round(r.score, 5) for r in without_faiss.retrieve(question, k=5)) == want
