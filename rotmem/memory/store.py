@@ -206,7 +206,7 @@ class TEMStore:
 
         Each item is a ``Session`` or a mapping with ``add_session``'s argument names.
         """
-        batch = [self._checked(Session.coerce(s), i) for i, s in enumerate(sessions)]
+        batch = [self._checked(Session.coerce(s)) for s in sessions]
         self._check_new_ids([s.session_id for s, _, _ in batch])
         prepared = []
         texts: list[str] = []
@@ -232,7 +232,7 @@ class TEMStore:
             )
         return results
 
-    def _checked(self, session: Session, position: int) -> tuple[Session, list[Fact], list[tuple[str, str]]]:
+    def _checked(self, session: Session) -> tuple[Session, list[Fact], list[tuple[str, str]]]:
         session_id = check_session_id(session.session_id)
         where = f"session {session_id!r}"
         if session.session_index is not None and (
