@@ -237,3 +237,22 @@ def test_without_faiss_the_torch_index_gives_the_same_answers(monkeypatch):
     for question in ("city 7", "dish 2", "where does P live"):  # hashed words tie: compare scores
         want = sorted(round(r.score, 5) for r in with_default.retrieve(question, k=5))
         assert sorted(round(r.score, 5) for r in without_faiss.retrieve(question, k=5)) == want
+
+
+def test_before_commit_writes_atomically_with_the_batch(store):
+    def extra(connection, results):
+        connection.execute("CREATE TABLE IF NOT EXISTS side(record_id INTEGER)")
+        connection.executemany("INSERT INTO side VALUES (?)", [(i,) for r in results for i in r.record_ids])
+
+    store.add_sessions([Session("s1", [("Q", "lives in", "Quito")])], before_commit=extra)
+    assert store.db.connection.execute("SELECT record_id FROM side").fetchall() == [(0,)]
+
+    def failing(connection, results):
+        extra(connection, results)
+        raise RuntimeError("layer above failed")
+
+    with pytest.raises(RuntimeError, match="layer above failed"):
+        store.add_sessions([Session("s2", [("Q", "lives in", "Lima")])], before_commit=failing)
+    assert [s[0] for s in store.sessions()] == ["s1"] and len(store) == 1
+    assert store.db.connection.execute("SELECT COUNT(*) FROM side").fetchone() == (1,)
+    assert [r.historical for r in store.records("Q", "lives in")] == [False]

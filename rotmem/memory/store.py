@@ -31,7 +31,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -201,10 +201,18 @@ class TEMStore:
         session = Session(session_id, facts, text, session_index, turns, summaries)
         return self.add_sessions([session])[0]
 
-    def add_sessions(self, sessions: Iterable[Session | Mapping[str, Any]]) -> list[SessionResult]:
+    def add_sessions(
+        self,
+        sessions: Iterable[Session | Mapping[str, Any]],
+        *,
+        before_commit: Callable[[sqlite3.Connection, list[SessionResult]], None] | None = None,
+    ) -> list[SessionResult]:
         """Append many sessions in one transaction (all or nothing); vectors embedded in batches.
 
         Each item is a ``Session`` or a mapping with ``add_session``'s argument names.
+        ``before_commit(connection, results)``, if given, runs inside the same transaction after
+        the rows are written, so a layer on top (e.g. time-aware memory) can add its own rows
+        atomically; an exception there rolls the whole batch back.
         """
         batch = [self._checked(Session.coerce(s)) for s in sessions]
         self._check_new_ids([s.session_id for s, _, _ in batch])
@@ -219,7 +227,7 @@ class TEMStore:
             prepared.append((session, kept, dropped, passages))
         vectors = encode_texts(self.encoder, texts, self.batch_size) if texts else None
         dim = self._check_dim(vectors)
-        results, fact_rows, passage_rows = self._write(prepared, vectors, dim)
+        results, fact_rows, passage_rows = self._write(prepared, vectors, dim, before_commit)
         self._add_to_index(
             FACT_KIND,
             np.asarray([row[0] for row in fact_rows], dtype=np.int64),
@@ -273,7 +281,11 @@ class TEMStore:
         return vectors.shape[1]
 
     def _write(
-        self, prepared: list, vectors: np.ndarray | None, dim: int | None
+        self,
+        prepared: list,
+        vectors: np.ndarray | None,
+        dim: int | None,
+        before_commit: Callable[[sqlite3.Connection, list[SessionResult]], None] | None,
     ) -> tuple[list[SessionResult], list[tuple], list[tuple]]:
         """One transaction for the whole batch; returns the results and the rows written (each
         row ends with its position in ``vectors``)."""
@@ -320,6 +332,8 @@ class TEMStore:
                 if dim is not None and self.db.get_meta("dim") is None:
                     self.db.set_meta("dim", str(dim))
                     self.db.set_meta("encoder", encoder_name(self.encoder))
+                if before_commit is not None:
+                    before_commit(self.db.connection, results)
         except sqlite3.IntegrityError as error:
             if "sessions.session_id" not in str(error):
                 raise
