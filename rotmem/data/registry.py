@@ -122,9 +122,7 @@ def fetch(name: str, dest: Path | None = None, timeout_s: float = 60.0) -> Path:
         actual = sha256_of(partial)
         if actual != expected:
             partial.unlink(missing_ok=True)
-            raise RuntimeError(
-                f"{url}: SHA-256 {actual} does not match the expected {expected}; not saved"
-            )
+            raise RuntimeError(f"{url}: SHA-256 {actual} does not match the expected {expected}; not saved")
         partial.replace(target)
     return dest
 
@@ -132,7 +130,6 @@ def fetch(name: str, dest: Path | None = None, timeout_s: float = 60.0) -> Path:
 def verify(directory: Path, name: str) -> dict[str, bool]:
     """Check the split files in ``directory`` against the known SHA-256 values."""
     return {
-        split: (directory / f"{split}.txt").is_file()
-        and sha256_of(directory / f"{split}.txt") == expected
+        split: (directory / f"{split}.txt").is_file() and sha256_of(directory / f"{split}.txt") == expected
         for split, (_, expected) in KNOWN_DATASETS[name].items()
     }

@@ -88,7 +88,7 @@ def synthetic_kg(
     def changing(subject: str, relation: str, values: list[str], mean_days: float) -> None:
         cuts = _schedule(rng, first, last, mean_days)
         previous = None
-        for start, end in zip(cuts[:-1], cuts[1:]):
+        for start, end in zip(cuts[:-1], cuts[1:], strict=True):
             choices = [v for v in values if v != previous]
             previous = choices[rng.integers(len(choices))]
             intervals.append(Interval(subject, relation, previous, start, end))
@@ -101,7 +101,7 @@ def synthetic_kg(
         changing(person, "works for", companies, mean_days=1300)
     for country in countries:
         cuts = _schedule(rng, first, last, mean_days=1460)
-        for start, end in zip(cuts[:-1], cuts[1:]):
+        for start, end in zip(cuts[:-1], cuts[1:], strict=True):
             intervals.append(Interval(people[rng.integers(num_people)], "president of", country, start, end))
 
     entities = people + cities + countries + companies

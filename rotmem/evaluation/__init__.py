@@ -1,6 +1,22 @@
 """Filtered link-prediction evaluation."""
 
 from rotmem.evaluation.filters import FILTERS, AnswerFilter
-from rotmem.evaluation.ranking import evaluate, evaluate_all, filtered_ranks, metrics_from_ranks
+from rotmem.evaluation.ranking import (
+    answer_filters,
+    batch_ranks,
+    evaluate,
+    evaluate_all,
+    filtered_ranks,
+    metrics_from_ranks,
+)
 
-__all__ = ["FILTERS", "AnswerFilter", "evaluate", "evaluate_all", "filtered_ranks", "metrics_from_ranks"]
+__all__ = [
+    "FILTERS",
+    "AnswerFilter",
+    "answer_filters",
+    "batch_ranks",
+    "evaluate",
+    "evaluate_all",
+    "filtered_ranks",
+    "metrics_from_ranks",
+]

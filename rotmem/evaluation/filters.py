@@ -26,7 +26,9 @@ class AnswerFilter:
         self.num_relations = int(facts[:, 1].max()) + 1
         self.day_min = int(facts[:, 3].min())
         self.num_days = int(facts[:, 3].max()) - self.day_min + 1
-        query_entity, answer = (facts[:, 0], facts[:, 2]) if direction == "tail" else (facts[:, 2], facts[:, 0])
+        query_entity, answer = (
+            (facts[:, 0], facts[:, 2]) if direction == "tail" else (facts[:, 2], facts[:, 0])
+        )
         keys = self.key(query_entity, facts[:, 1], facts[:, 3])
         pairs = torch.unique(torch.stack([keys, answer], dim=1), dim=0)  # sorted by key, then answer
         self.keys, counts = torch.unique_consecutive(pairs[:, 0], return_counts=True)

@@ -51,30 +51,40 @@ def answer_filters(kg, kinds: Iterable[str]) -> dict[tuple[str, str], AnswerFilt
 
 
 @torch.no_grad()
+def batch_ranks(
+    model, facts: torch.Tensor, filters: dict[tuple[str, str], AnswerFilter], kinds: tuple[str, ...]
+) -> dict[tuple[str, str], torch.Tensor]:
+    """Ranks of a batch ``facts [B, 4]`` (on the model's device), tail queries then head queries:
+    ``{(filter, tie_rule): ranks [2B]}``."""
+    h, r, t, day = facts.unbind(1)
+    tau = day.double()
+    out: dict[tuple[str, str], list[torch.Tensor]] = {(k, tie): [] for k in kinds for tie in TIE_RULES}
+    for direction, entity, target in (("tail", h, t), ("head", t, h)):
+        scores = model.score_tails(h, r, tau) if direction == "tail" else model.score_heads(r, t, tau)
+        scores = scores.float()
+        for i, kind in enumerate(kinds):
+            filt = filters[(kind, direction)].to(scores.device)
+            batch_scores = scores if i == len(kinds) - 1 else scores.clone()
+            ranks = filtered_ranks(batch_scores, target, filt.known_answers(entity, r, day))
+            for tie in TIE_RULES:
+                out[(kind, tie)].append(ranks[tie])
+    return {key: torch.cat(value) for key, value in out.items()}
+
+
 def rank_queries(
     model,
     queries: torch.Tensor,
     filters: dict[tuple[str, str], AnswerFilter],
-    kinds: Iterable[str],
+    kinds: tuple[str, ...],
     batch_size: int = 1000,
 ) -> dict[tuple[str, str], torch.Tensor]:
     """Ranks of ``queries [M, 4]`` in both directions: ``{(filter, tie_rule): ranks [2M]}``."""
     device = model.entity.device
-    kinds = tuple(kinds)
-    out: dict[tuple[str, str], list[torch.Tensor]] = {(k, t): [] for k in kinds for t in TIE_RULES}
-    for start in range(0, queries.shape[0], batch_size):
-        h, r, t, day = queries[start : start + batch_size].to(device).unbind(1)
-        tau = day.double()
-        for direction, entity, target in (("tail", h, t), ("head", t, h)):
-            scores = model.score_tails(h, r, tau) if direction == "tail" else model.score_heads(r, t, tau)
-            scores = scores.float()
-            for i, kind in enumerate(kinds):
-                filt = filters[(kind, direction)].to(device)
-                batch_scores = scores if i == len(kinds) - 1 else scores.clone()
-                ranks = filtered_ranks(batch_scores, target, filt.known_answers(entity, r, day))
-                for tie in TIE_RULES:
-                    out[(kind, tie)].append(ranks[tie].cpu())
-    return {key: torch.cat(value) for key, value in out.items()}
+    parts = [
+        batch_ranks(model, queries[start : start + batch_size].to(device), filters, kinds)
+        for start in range(0, queries.shape[0], batch_size)
+    ]
+    return {key: torch.cat([p[key].cpu() for p in parts]) for key in parts[0]}
 
 
 def evaluate_all(

@@ -156,18 +156,18 @@ class RoMem(nn.Module):
 
     def entity_ids(self, names: Sequence[str]) -> torch.Tensor:
         """Ids of entity strings; a KeyError names every unknown one."""
-        return self._ids(names, "entity", getattr(self, "_entity_ids", None))
+        return self._ids(names, ("entity", "entities"), getattr(self, "_entity_ids", None))
 
     def relation_ids(self, names: Sequence[str]) -> torch.Tensor:
         """Ids of relation strings; a KeyError names every unknown one."""
-        return self._ids(names, "relation", getattr(self, "_relation_ids", None))
+        return self._ids(names, ("relation", "relations"), getattr(self, "_relation_ids", None))
 
-    def _ids(self, names: Sequence[str], kind: str, table: dict[str, int] | None) -> torch.Tensor:
+    def _ids(self, names: Sequence[str], kind: tuple[str, str], table: dict[str, int] | None) -> torch.Tensor:
         if table is None:
             raise RuntimeError("this model has no vocabulary; load it with rotmem.load_model")
         unknown = [name for name in names if name not in table]
         if unknown:
-            raise KeyError(f"unknown {kind}{'s' if len(unknown) > 1 else ''}: {unknown}")
+            raise KeyError(f"unknown {kind[len(unknown) > 1]}: {unknown}")
         return torch.tensor([table[name] for name in names], device=self.entity.device)
 
     # --- persistence ------------------------------------------------------------------------

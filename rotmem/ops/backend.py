@@ -1,16 +1,21 @@
 """Backend selection: ``torch`` (reference), ``native`` (csrc), ``triton`` (CUDA).
 
-Automatic by device unless ``ROTMEM_BACKEND=torch|native|triton`` forces one.
+Automatic by device unless ``ROTMEM_BACKEND=torch|native|triton`` forces one: on a CUDA tensor
+Triton, else the native CUDA build, else torch; on the CPU the native build, else torch.
+Each backend is a module with the same functions as ``rotmem.ops.reference``.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+from functools import cache
 from types import ModuleType
 
 import torch
 
 BACKENDS = ("torch", "native", "triton")
+_MODULES = {"torch": "rotmem.ops.reference", "native": "rotmem.ops.native", "triton": "rotmem.ops.triton"}
 
 
 def forced_backend() -> str | None:
@@ -23,19 +28,38 @@ def forced_backend() -> str | None:
     return name
 
 
+@cache
+def _load(name: str) -> ModuleType | None:
+    """The backend's module, or None when it cannot be imported here."""
+    try:
+        return importlib.import_module(_MODULES[name])
+    except ImportError:
+        return None
+
+
+def available(name: str, device_type: str) -> bool:
+    """Whether backend ``name`` can run on tensors of ``device_type`` (``"cpu"``/``"cuda"``)."""
+    module = _load(name)
+    if module is None:
+        return False
+    check = getattr(module, "is_available", None)
+    return True if check is None else bool(check(device_type))
+
+
 def backend_name(device: torch.device) -> str:
     """The backend used for tensors on ``device``."""
     forced = forced_backend()
     if forced is not None:
         return forced
-    return "torch"
+    order = ("triton", "native", "torch") if device.type == "cuda" else ("native", "torch")
+    return next(name for name in order if available(name, device.type))
 
 
 def backend_module(device: torch.device) -> ModuleType:
-    """The module implementing the ops for ``device``."""
+    """The module implementing the ops for ``device``; a forced backend that cannot run raises."""
     name = backend_name(device)
-    if name == "torch":
-        from rotmem.ops import reference
-
-        return reference
-    raise NotImplementedError(f"backend {name!r} is not available in this build")
+    module = _load(name)
+    if module is None or not available(name, device.type):
+        why = "it did not import" if module is None else module.unavailable_reason(device.type)
+        raise RuntimeError(f"backend {name!r} cannot run on {device.type} tensors here: {why}")
+    return module

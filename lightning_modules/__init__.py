@@ -1,0 +1,1 @@
+"""LightningModules and DataModules for RoMem's two training phases."""

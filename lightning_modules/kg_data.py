@@ -1,0 +1,98 @@
+"""DataModule for Phase 2: batches of training facts with their negative times/entities."""
+
+from __future__ import annotations
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
+
+from rotmem.data import TemporalKG, load_dataset
+from rotmem.data.negatives import SlotIndex, conflict_aware_negatives, negative_times
+
+
+class TemporalKGDataModule(pl.LightningDataModule):
+    """Loads a temporal KG (by name, directory, or an in-memory ``kg``) and serves Phase-2 batches.
+
+    A training batch is a dict: ``facts [B, 4]`` int64 ``(h, r, t, day)``, ``negative_days [B, J]``
+    float64 (``J = num_negative_times``; J = 0 disables), and, when ``num_negative_entities > 0``,
+    ``negative_tails``/``negative_heads [B, K]`` (conflict-aware). Validation/test batches are
+    ``facts`` of the valid/test split.
+    """
+
+    def __init__(
+        self,
+        dataset: str = "icews05-15",
+        data_dir: str | None = None,
+        batch_size: int = 1000,
+        eval_batch_size: int = 1000,
+        num_negative_times: int = 4,
+        jitter_years: float = 0.02,
+        far_negative_days: float = 365.0,
+        num_negative_entities: int = 0,
+        seed: int = 0,
+        kg: TemporalKG | None = None,
+    ):
+        super().__init__()
+        self.save_hyperparameters(ignore=["kg"])
+        self.kg = kg if kg is not None else load_dataset(dataset, data_dir)
+        self.tail_slots = SlotIndex(self.kg.train, self.kg.num_relations, "tail")
+        self.head_slots = SlotIndex(self.kg.train, self.kg.num_relations, "head")
+        days = self.kg.train[:, 3]
+        self.day_range = (int(days.min()), int(days.max()))
+        self.generator = torch.Generator().manual_seed(seed)
+
+    @property
+    def num_entities(self) -> int:
+        return self.kg.num_entities
+
+    @property
+    def num_relations(self) -> int:
+        return self.kg.num_relations
+
+    @property
+    def tau0(self) -> float:
+        """Reference day: the first day of the training split."""
+        return float(self.kg.first_day)
+
+    def make_batch(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        hp = self.hparams
+        facts = self.kg.train[torch.as_tensor(indices)]
+        batch = {"facts": facts}
+        if hp.num_negative_times > 0:
+            batch["negative_days"] = negative_times(
+                self.tail_slots,
+                facts,
+                hp.num_negative_times,
+                self.generator,
+                hp.jitter_years,
+                hp.far_negative_days,
+                self.day_range,
+            )
+        if hp.num_negative_entities > 0:
+            h, r, t, _ = facts.unbind(1)
+            n, k, g = self.kg.num_entities, hp.num_negative_entities, self.generator
+            batch["negative_tails"] = conflict_aware_negatives(self.tail_slots, h, r, t, k, n, g)
+            batch["negative_heads"] = conflict_aware_negatives(self.head_slots, t, r, h, k, n, g)
+        return batch
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(
+            range(self.kg.train.shape[0]),
+            batch_size=self.hparams.batch_size,
+            shuffle=True,
+            collate_fn=self.make_batch,
+            generator=self.generator,
+        )
+
+    def _eval_loader(self, split: torch.Tensor) -> DataLoader:
+        return DataLoader(
+            range(split.shape[0]),
+            batch_size=self.hparams.eval_batch_size,
+            collate_fn=lambda indices: split[torch.as_tensor(indices)],
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader(self.kg.valid)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader(self.kg.test)

@@ -1,0 +1,177 @@
+"""Phase 2 (spectrum learning): train RoMem's embeddings and spectrum with the gate frozen."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+
+from rotmem.evaluation.filters import FILTERS
+from rotmem.evaluation.ranking import TIE_RULES, answer_filters, batch_ranks, metrics_from_ranks
+from rotmem.losses import (
+    embedding_regularizer,
+    one_vs_all_loss,
+    self_adversarial_loss,
+    time_contrastive_loss,
+)
+from rotmem.models.romem import RoMem
+
+LOSSES = ("1vsall", "self_adversarial")
+
+
+class Phase2Module(pl.LightningModule):
+    """``L = ½(CE_tail + CE_head) + λ·N3 + λ_t·L_time`` (or the self-adversarial loss for DistMult).
+
+    Validation and test log filtered MRR and Hits@k under both filters (``val/time-aware/mrr`` is
+    the checkpoint metric). ``speed="gate"`` reads per-relation speeds from ``gate_path`` once.
+    """
+
+    def __init__(
+        self,
+        num_entities: int,
+        num_relations: int,
+        tau0: float = 0.0,
+        dim: int = 500,
+        k: int = 3,
+        backbone: str = "chronor",
+        speed: str = "constant",
+        gate_path: str | None = None,
+        init_scale: float = 0.4,
+        init_s: float = 1.0,
+        init_base: float = 10000.0,
+        loss: str = "1vsall",
+        adversarial_temperature: float = 1.0,
+        regularizer: str = "l4",
+        regularizer_weight: float = 0.01,
+        time_weight: float = 0.5,
+        sigma_years: float = 0.5,
+        sigma_final_years: float | None = None,
+        optimizer: str = "adagrad",
+        lr: float = 0.1,
+    ):
+        super().__init__()
+        if loss not in LOSSES:
+            raise ValueError(f"unknown loss {loss!r}; expected one of {LOSSES}")
+        if speed == "gate" and not gate_path:
+            raise ValueError("speed='gate' needs gate_path (a gate.pt from `rotmem gate pretrain`)")
+        gate_path = str(Path(gate_path).expanduser()) if gate_path else None
+        self.save_hyperparameters()
+        self.hparams.gate_path = gate_path
+        self.model = RoMem(
+            num_entities,
+            num_relations,
+            dim=dim,
+            k=k,
+            backbone=backbone,
+            speed=speed,
+            init_scale=init_scale,
+            tau0=tau0,
+            init_s=init_s,
+            init_base=init_base,
+        )
+        self._ranks: dict[tuple[str, str], list[torch.Tensor]] = {}
+
+    # --- setup ------------------------------------------------------------------------------
+    @property
+    def kg(self):
+        return self.trainer.datamodule.kg
+
+    def setup(self, stage: str) -> None:
+        kg = self.kg
+        if self.model.entities is None:
+            self.model.set_vocabulary(kg.entities, kg.relations)
+        if self.hparams.speed == "gate" and stage == "fit":
+            from rotmem.gate import relation_speeds
+
+            if not Path(self.hparams.gate_path).is_file():
+                raise FileNotFoundError(
+                    f"gate checkpoint {self.hparams.gate_path} not found; make it with "
+                    f"`rotmem gate pretrain --data {kg.name} --out {Path(self.hparams.gate_path).parent}`"
+                )
+            self.model.speed.set_speeds(relation_speeds(self.hparams.gate_path, kg.relations))
+
+    def sigma(self) -> float:
+        """σ in years: fixed, or cosine-annealed to ``sigma_final_years`` over the run."""
+        hp = self.hparams
+        if hp.sigma_final_years is None or self.trainer is None or not self.trainer.max_epochs:
+            return hp.sigma_years
+        progress = min(1.0, self.current_epoch / max(1, self.trainer.max_epochs - 1))
+        cosine = 0.5 * (1 + math.cos(math.pi * progress))
+        return hp.sigma_final_years + (hp.sigma_years - hp.sigma_final_years) * cosine
+
+    # --- training ---------------------------------------------------------------------------
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        hp = self.hparams
+        facts = batch["facts"]
+        if hp.loss == "1vsall":
+            fit = one_vs_all_loss(self.model, facts)
+        else:
+            fit = self_adversarial_loss(
+                self.model,
+                facts,
+                batch["negative_tails"],
+                batch["negative_heads"],
+                hp.adversarial_temperature,
+            )
+        reg = embedding_regularizer(self.model, facts, hp.regularizer)
+        loss = fit + hp.regularizer_weight * reg
+        logs = {"train/fit": fit, "train/reg": reg}
+        if hp.time_weight > 0 and "negative_days" in batch:
+            time_loss = time_contrastive_loss(self.model, facts, batch["negative_days"], self.sigma())
+            loss = loss + hp.time_weight * time_loss
+            logs["train/time"] = time_loss
+        logs["train/loss"] = loss
+        self.log_dict(logs, prog_bar=False, on_step=True, on_epoch=True, batch_size=facts.shape[0])
+        self.log("loss", loss, prog_bar=True, logger=False, batch_size=facts.shape[0])
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        name, lr = self.hparams.optimizer, self.hparams.lr
+        if name == "adagrad":
+            return torch.optim.Adagrad(self.parameters(), lr=lr)
+        if name == "adam":
+            return torch.optim.Adam(self.parameters(), lr=lr)
+        raise ValueError(f"unknown optimizer {name!r}; expected 'adagrad' or 'adam'")
+
+    # --- evaluation -------------------------------------------------------------------------
+    def _rank_step(self, facts: torch.Tensor) -> None:
+        ranks = batch_ranks(self.model, facts, answer_filters(self.kg, FILTERS), FILTERS)
+        for key, value in ranks.items():
+            self._ranks.setdefault(key, []).append(value)
+
+    def _log_ranks(self, prefix: str) -> dict[str, float]:
+        flat = {}
+        for (kind, tie), parts in self._ranks.items():
+            metrics = metrics_from_ranks(torch.cat(parts))
+            name = f"{prefix}/{kind}" if tie == TIE_RULES[0] else f"{prefix}/{kind}/{tie}"
+            flat.update({f"{name}/{metric}": value for metric, value in metrics.items()})
+        self._ranks = {}
+        self.log_dict(flat, prog_bar=False)
+        self.log(f"{prefix}_mrr", flat[f"{prefix}/time-aware/mrr"], prog_bar=True)
+        return flat
+
+    def validation_step(self, facts: torch.Tensor, batch_idx: int) -> None:
+        self._rank_step(facts)
+
+    def on_validation_epoch_end(self) -> None:
+        if self._ranks:
+            self._log_ranks("val")
+
+    def test_step(self, facts: torch.Tensor, batch_idx: int) -> None:
+        self._rank_step(facts)
+
+    def on_test_epoch_end(self) -> None:
+        if self._ranks:
+            self._log_ranks("test")
+
+    # --- checkpoints ------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["rotmem"] = self.model.checkpoint_payload()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        payload = checkpoint.get("rotmem", {})
+        if payload.get("entities") is not None:
+            self.model.set_vocabulary(payload["entities"], payload["relations"])

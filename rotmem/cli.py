@@ -1,0 +1,38 @@
+"""The ``rotmem`` console script: one subcommand per module in ``rotmem.commands``.
+
+``rotmem fit|validate|test --config FILE`` hand over to LightningCLI (Phase-2 training).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Each module has ``register(subparsers)``, which adds its parser with ``set_defaults(run=...)``.
+COMMAND_MODULES = ["evaluate", "data", "demo", "gate", "memory"]
+LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rotmem", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("fit", help="train RoMem (Phase 2) with LightningCLI: rotmem fit --config FILE")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"rotmem.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in LIGHTNING_SUBCOMMANDS:
+        from lightning_modules.cli import run_lightning_cli
+
+        run_lightning_cli(argv)
+        return 0
+    args = build_parser().parse_args(argv)
+    return int(args.run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the ``rotmem`` console script (see ``rotmem.cli``)."""

@@ -1,0 +1,83 @@
+"""Filtered ranking against a hand-computed example, both filters, both tie rules."""
+
+from __future__ import annotations
+
+import torch
+
+from rotmem.data import TemporalKG
+from rotmem.evaluation import AnswerFilter, evaluate, evaluate_all, filtered_ranks
+
+
+class FixedScores(torch.nn.Module):
+    """A model whose tail scores are a fixed table per query head, and head scores per tail."""
+
+    def __init__(self, tail_table: torch.Tensor, head_table: torch.Tensor):
+        super().__init__()
+        self.entity = torch.nn.Parameter(torch.zeros(tail_table.shape[1], 2))
+        self.tail_table, self.head_table = tail_table, head_table
+
+    def score_tails(self, h, r, tau):
+        return self.tail_table[h].clone()
+
+    def score_heads(self, r, t, tau):
+        return self.head_table[t].clone()
+
+
+def tiny_graph() -> TemporalKG:
+    # entities 0..4, one relation; (0, r, 1) at day 10 and (0, r, 2) at day 10 and (0, r, 3) at day 20.
+    train = torch.tensor([[0, 0, 1, 10], [0, 0, 3, 20]])
+    test = torch.tensor([[0, 0, 2, 10]])
+    return TemporalKG(
+        "tiny", [f"e{i}" for i in range(5)], ["r"], train, torch.empty(0, 4, dtype=torch.int64), test
+    )
+
+
+def test_filtered_ranks_by_hand():
+    kg = tiny_graph()
+    # Query (0, r, ?, 10), target 2. Scores: e0 .9, e1 .8 (true at day 10), e2 .5 (target),
+    # e3 .7 (true at day 20 only), e4 .5 (tie with target).
+    tails = torch.zeros(5, 5)
+    tails[0] = torch.tensor([0.9, 0.8, 0.5, 0.7, 0.5])
+    # Head query (?, r, 2, 10), target 0: e0 .2, e1 .4, e2 .3, e3 .2 (tie), e4 .1.
+    heads = torch.zeros(5, 5)
+    heads[2] = torch.tensor([0.2, 0.4, 0.3, 0.2, 0.1])
+    model = FixedScores(tails, heads)
+    results = evaluate_all(model, kg, "test")
+    # time-aware tail: e1 removed (true at day 10); higher: e0, e3 -> strict 3; with tie e4 -> 4.
+    # static tail: e1 and e3 removed; higher: e0 -> strict 2, pessimistic 3.
+    # head (both filters: no other true head of (r, 2)): higher e1, e2 -> strict 3; tie e3 -> 4.
+    expected = {
+        "time-aware/strict": (3, 3),
+        "time-aware/pessimistic": (4, 4),
+        "static/strict": (2, 3),
+        "static/pessimistic": (3, 4),
+    }
+    for key, (tail_rank, head_rank) in expected.items():
+        assert abs(results[key]["mrr"] - (1 / tail_rank + 1 / head_rank) / 2) < 1e-12, key
+        assert results[key]["hits@3"] == ((tail_rank <= 3) + (head_rank <= 3)) / 2, key
+        assert results[key]["hits@1"] == 0.0
+    single = evaluate(model, kg, "test", filter="static", tie="pessimistic")
+    assert single == results["static/pessimistic"]
+
+
+def test_filter_index_returns_every_known_answer():
+    facts = torch.tensor([[0, 0, 1, 5], [0, 0, 2, 5], [0, 0, 3, 6], [4, 1, 0, 5], [0, 0, 1, 7]])
+    time_aware = AnswerFilter(facts, "tail", "time-aware")
+    rows, answers = time_aware.known_answers(
+        torch.tensor([0, 0, 4, 3]), torch.tensor([0, 0, 1, 0]), torch.tensor([5, 6, 5, 5])
+    )
+    assert sorted(zip(rows.tolist(), answers.tolist(), strict=True)) == [(0, 1), (0, 2), (1, 3), (2, 0)]
+    static = AnswerFilter(facts, "tail", "static")
+    rows, answers = static.known_answers(torch.tensor([0]), torch.tensor([0]), torch.tensor([99]))
+    assert sorted(answers.tolist()) == [1, 2, 3]
+    heads = AnswerFilter(facts, "head", "time-aware")
+    rows, answers = heads.known_answers(torch.tensor([1]), torch.tensor([0]), torch.tensor([5]))
+    assert answers.tolist() == [0]
+
+
+def test_target_outside_the_filter_is_not_counted_against_itself():
+    scores = torch.tensor([[0.5, 0.5, 0.1]])
+    ranks = filtered_ranks(
+        scores, torch.tensor([0]), (torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long))
+    )
+    assert ranks["strict"].tolist() == [1] and ranks["pessimistic"].tolist() == [2]

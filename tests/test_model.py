@@ -1,0 +1,107 @@
+"""RoMem: the unrotation trick, static relations, angles, persistence, vocabulary errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rotmem import RoMem, load_model
+from rotmem.models import complex_dims
+
+
+def small_model(backbone: str = "chronor", speed: str = "learned", seed: int = 0) -> RoMem:
+    torch.manual_seed(seed)
+    model = RoMem(13, 4, dim=12, k=3, backbone=backbone, speed=speed, tau0=100.0, init_s=0.05)
+    if speed == "learned":
+        with torch.no_grad():
+            model.speed.logit.normal_()
+    return model
+
+
+def batch(b: int = 7):
+    g = torch.Generator().manual_seed(1)
+    return (
+        torch.randint(0, 13, (b,), generator=g),
+        torch.randint(0, 4, (b,), generator=g),
+        torch.randint(0, 13, (b,), generator=g),
+        torch.rand(b, generator=g, dtype=torch.float64) * 400,
+    )
+
+
+def test_complex_dims_follow_the_paper():
+    assert complex_dims(500, 3) == 249
+    assert complex_dims(64, 1) == 32
+    with pytest.raises(ValueError):
+        complex_dims(2, 3)
+
+
+@pytest.mark.parametrize("backbone", ["chronor", "distmult"])
+def test_score_equals_unrotation_trick_for_heads_and_tails(backbone):
+    model = small_model(backbone)
+    h, r, t, tau = batch()
+    direct = model.score(h, r, t, tau)
+    tails = model.score_tails(h, r, tau)
+    heads = model.score_heads(r, t, tau)
+    assert tails.shape == heads.shape == (7, 13)
+    torch.testing.assert_close(tails.gather(1, t[:, None]).squeeze(1), direct)
+    torch.testing.assert_close(heads.gather(1, h[:, None]).squeeze(1), direct)
+
+
+def test_score_at_several_times_matches_one_at_a_time():
+    model = small_model()
+    h, r, t, tau = batch()
+    times = torch.stack([tau, tau + 30, tau - 500], dim=1)
+    many = model.score(h, r, t, times)
+    for j in range(3):
+        torch.testing.assert_close(many[:, j], model.score(h, r, t, times[:, j]))
+
+
+def test_zero_speed_makes_scores_independent_of_time():
+    model = small_model(speed="gate")
+    model.speed.set_speeds(torch.tensor([0.0, 1.0, 0.0, 0.5]))
+    h, _, t, tau = batch()
+    static = torch.zeros_like(h)
+    a = model.score_tails(h, static, tau)
+    b = model.score_tails(h, static, tau + 1234.5)
+    torch.testing.assert_close(a, b)
+    dynamic = torch.ones_like(h)
+    assert not torch.allclose(model.score_tails(h, dynamic, tau), model.score_tails(h, dynamic, tau + 1234.5))
+
+
+def test_theta_is_alpha_s_dt_omega():
+    model = small_model(speed="gate")
+    model.speed.set_speeds(torch.tensor([0.25, 1.0, 0.0, 0.5]))
+    theta = model.theta(torch.tensor([0]), torch.tensor([110.0]))
+    n = model.n
+    expected = [0.25 * 0.05 * 10.0 * 10000 ** (-j / n) for j in range(n)]
+    torch.testing.assert_close(theta[0], torch.tensor(expected), rtol=1e-5, atol=1e-7)
+    assert math.isclose(model.tau0, 100.0)
+
+
+def test_checkpoint_round_trip_gives_identical_scores(tmp_path):
+    model = small_model()
+    model.set_vocabulary([f"e{i}" for i in range(13)], ["r0", "r1", "r2", "r3"])
+    model.save(tmp_path / "m.pt")
+    loaded = load_model(tmp_path / "m.pt")
+    h, r, _, tau = batch()
+    torch.testing.assert_close(loaded.score_tails(h, r, tau), model.score_tails(h, r, tau), rtol=0, atol=0)
+    assert loaded.tau0 == 100.0 and loaded.entities == model.entities
+
+
+def test_unknown_strings_at_query_time_are_named():
+    model = small_model()
+    model.set_vocabulary([f"e{i}" for i in range(13)], ["r0", "r1", "r2", "r3"])
+    assert model.entity_ids(["e3", "e0"]).tolist() == [3, 0]
+    with pytest.raises(KeyError, match=r"unknown entities: \['Atlantis', 'El Dorado'\]"):
+        model.entity_ids(["e1", "Atlantis", "El Dorado"])
+    with pytest.raises(KeyError, match=r"unknown relation: \['teleports to'\]"):
+        model.relation_ids(["teleports to"])
+
+
+def test_bad_constructor_arguments_are_named():
+    with pytest.raises(ValueError, match="unknown backbone 'transe'"):
+        RoMem(3, 2, dim=8, k=1, backbone="transe")
+    with pytest.raises(ValueError, match="unknown speed source 'fast'"):
+        RoMem(3, 2, dim=8, k=1, speed="fast")
