@@ -357,8 +357,9 @@ def _persona_sessions(
                 when = f" {phrase}" if phrase else ""
                 if rng.random() < 0.5:
                     say(f"I started a new job as {_article(new)}{when}.", "Congratulations on the new role!")
-                else:
+                else:  # no time words: it happened on the session day
                     say(f"I stopped being {_article(old)}; I work as {_article(new)} now.", "What a change!")
+                    happened = day
                 state(OCCUPATION, new, happened)
             if j in drink_changes:
                 old = timelines[DRINK].values[-1]

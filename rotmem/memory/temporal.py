@@ -1,0 +1,480 @@
+"""``TemporalMemory``: RoMem time-aware retrieval over a TEM store (ROMEM.md, "Query time").
+
+Facts are the store's records plus their times: ``(h, r, t, t_happen, t_obs, source)`` with
+``t_happen`` the day the fact became true, ``t_obs`` the day it was told (the session's date) and
+``source`` the session id; all days are days since 1970-01-01. They live append-only in the table
+``temporal_facts`` of the store's own SQLite database (same file, same connection), keyed by the
+store's record id. The store commits a session first and its times second (two transactions): a
+crash in between leaves records without times, which are then retrieved on similarity alone.
+
+``t_happen`` is given with a fact or read from the session text: the first time expression
+(``rotmem.memory.time_expressions``) in the sentence holding the fact's object, resolved against
+the session date ("I moved to Porto two months ago" -> two months before the session; an interval
+such as "last year" -> its middle day). Without one, ``t_happen = t_obs``.
+
+Read path for a question asked on day ``now``:
+
+1. ``S_sem``: the store's TEM retrieval (cosine x relation weight) for the top ``candidates``
+   records, clamped at 0 so that the temporal factor can only amplify.
+2. The query mode (``time_expressions.query_mode``) picks the time each candidate is scored at:
+   *explicit* -> the middle of the named span; *time-seeking* -> the candidate's own ``t_happen``;
+   *time-agnostic* -> ``now``.
+3. ``S_kge`` = RoMem's probability of the candidate's object among **all** entities as the tail of
+   ``(subject, relation, ?, tau)``, a softmax over the entity table, so ``S_kge`` is in [0, 1] and
+   comparable across questions. Before ``fit`` (or for a record whose strings the fitted model has
+   not seen, or without times) ``S_kge = 0``.
+4. ``S_final = S_sem * (1 + alpha_g * S_kge)`` with ``alpha_g = 0.3``; the top ``k`` by ``S_final``
+   are returned in source order.
+
+``fit`` is the online Phase 2: it builds an in-memory ``TemporalKG`` from the stored facts (each at
+its ``t_happen``) and trains a small RoMem with ``lightning_modules.phase2.Phase2Module``; the
+relation speeds stay frozen: alpha = 1 (no gate), a mapping relation -> alpha, or a Semantic Speed
+Gate file (``rotmem.gate.relation_speeds``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import re
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rotmem.data import TemporalKG, date_of
+from rotmem.memory.records import Record, SessionResult
+from rotmem.memory.render import render as render_items
+from rotmem.memory.store import TEMStore
+from rotmem.memory.time_expressions import QueryMode, TimeQuery, as_day, extract_time, query_mode
+from rotmem.memory.verification import object_span
+from rotmem.models import RoMem
+
+ALPHA_G = 0.3
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS temporal_facts (
+    record_id INTEGER PRIMARY KEY,
+    head TEXT NOT NULL,
+    relation TEXT NOT NULL,
+    tail TEXT NOT NULL,
+    t_happen REAL NOT NULL,
+    t_obs REAL NOT NULL,
+    source TEXT NOT NULL
+)
+"""
+_SENTENCE_END = re.compile(r"[.!?;\n]")
+Day = int | float | str
+
+
+@dataclass(frozen=True)
+class TemporalFact:
+    """One stored fact with its times (days since 1970-01-01) and source session."""
+
+    record_id: int
+    head: str
+    relation: str
+    tail: str
+    t_happen: float
+    t_obs: float
+    source: str
+
+
+@dataclass(frozen=True)
+class TemporalRecord:
+    """A retrieved record with its times and the two streams of its score.
+
+    ``tau`` is the day RoMem scored it at (None when it was not scored); ``score`` is ``S_final``.
+    """
+
+    record: Record
+    t_happen: float | None
+    t_obs: float | None
+    s_sem: float
+    s_kge: float
+    score: float
+    tau: float | None
+
+
+@dataclass
+class FitConfig:
+    """Online Phase-2 settings (``Phase2Module`` / ``TemporalKGDataModule`` arguments).
+
+    A memory holds a few years of facts, so the default rotation is slow (``init_s = 0.001``
+    rad/day: the fastest component turns once in about 17 years) and the model small.
+    """
+
+    dim: int = 64
+    k: int = 1
+    backbone: str = "chronor"
+    init_scale: float = 0.4
+    init_s: float = 0.001
+    optimizer: str = "adagrad"
+    lr: float = 0.1
+    epochs: int = 100
+    batch_size: int = 256
+    regularizer_weight: float = 0.01
+    time_weight: float = 0.5
+    sigma_years: float = 0.5
+    num_negative_times: int = 4
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def happened_day(obj: str, text: str | None, t_obs: float) -> float:
+    """``t_happen`` of a fact told on ``t_obs`` whose object is ``obj`` (see the module docs)."""
+    if not text:
+        return float(t_obs)
+    span = object_span(obj, text)
+    if span is None:
+        return float(t_obs)
+    start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, span[0])), default=0)
+    end_match = _SENTENCE_END.search(text, span[1])
+    sentence = text[start : end_match.start() if end_match else len(text)]
+    found = extract_time(sentence, int(t_obs))
+    return float(t_obs) if found is None else float(math.floor(found.midpoint))
+
+
+class TemporalMemory:
+    """RoMem time-aware retrieval on top of a ``TEMStore`` (see the module docs).
+
+    Args:
+        path: the SQLite file (or ``":memory:"``) when no ``store`` is given.
+        encoder: the store's text encoder when no ``store`` is given.
+        store: an open ``TEMStore`` to extend (its database gets the ``temporal_facts`` table).
+        alpha_g: the weight of the temporal stream in ``S_sem * (1 + alpha_g * S_kge)``.
+        candidates: how many records the semantic stream hands to the re-ranker.
+        speeds: relation speeds for ``fit``: None (alpha = 1 for every relation), a mapping
+            relation -> alpha (missing relations get 1), or the path of a saved Semantic Speed Gate.
+        store_options: more ``TEMStore`` arguments when no ``store`` is given.
+    """
+
+    def __init__(
+        self,
+        path: str = ":memory:",
+        encoder: Any = None,
+        *,
+        store: TEMStore | None = None,
+        alpha_g: float = ALPHA_G,
+        candidates: int = 50,
+        speeds: Mapping[str, float] | str | Path | None = None,
+        **store_options: Any,
+    ):
+        if store is not None and (encoder is not None or store_options or path != ":memory:"):
+            raise ValueError("pass either an open store or path/encoder/store options, not both")
+        if not alpha_g >= 0:
+            raise ValueError(f"alpha_g must be >= 0, got {alpha_g!r}")
+        if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
+            raise ValueError(f"candidates must be a positive integer, got {candidates!r}")
+        self.store = store if store is not None else TEMStore(path, encoder, **store_options)
+        self.alpha_g, self.candidates, self.speeds = float(alpha_g), candidates, speeds
+        self.model: RoMem | None = None
+        self._entity_ids: dict[str, int] = {}
+        self._relation_ids: dict[str, int] = {}
+        with self.store.db.transaction() as connection:
+            connection.execute(_SCHEMA)
+
+    # --- writes -----------------------------------------------------------------------------
+    def add_session(
+        self,
+        session_id: str,
+        facts: Sequence[Sequence[Any]] = (),
+        *,
+        date: Day,
+        text: str | None = None,
+        session_index: int | None = None,
+        turns: Sequence[str] | None = None,
+        summaries: str | Sequence[str] = (),
+    ) -> SessionResult:
+        """Append one session told on ``date`` (a day number or ``"YYYY-MM-DD"``).
+
+        ``facts`` are ``(subject, relation, object)`` or ``(subject, relation, object, t_happen)``
+        with ``t_happen`` a day, a date string or None (then read from ``text``, see module docs).
+        The other arguments go to ``TEMStore.add_session``; facts it drops are not timed either.
+        """
+        return self.add_sessions(
+            [
+                dict(
+                    session_id=session_id,
+                    facts=facts,
+                    date=date,
+                    text=text,
+                    session_index=session_index,
+                    turns=turns,
+                    summaries=summaries,
+                )
+            ]
+        )[0]
+
+    def add_sessions(self, sessions: Iterable[Mapping[str, Any]]) -> list[SessionResult]:
+        """Append many sessions (mappings with ``add_session``'s argument names) in one store batch."""
+        prepared, timings = [], []
+        for position, session in enumerate(sessions):
+            session = dict(session)
+            if "date" not in session:
+                raise ValueError(f"session {position} ({session.get('session_id')!r}): a date is required")
+            t_obs = as_day(session.pop("date"))
+            triples, whens = [], []
+            for i, fact in enumerate(session.get("facts") or ()):
+                if isinstance(fact, str | bytes) or not isinstance(fact, Sequence) or len(fact) not in (3, 4):
+                    raise ValueError(
+                        f"session {session.get('session_id')!r}, fact {i}: expected (subject, relation, "
+                        f"object) or (subject, relation, object, t_happen), got {fact!r}"
+                    )
+                triples.append(tuple(fact[:3]))
+                whens.append(fact[3] if len(fact) == 4 else None)
+            session["facts"] = triples
+            prepared.append(session)
+            timings.append((t_obs, whens, session.get("text")))
+        results = self.store.add_sessions(prepared)
+        rows = []
+        for session, result, (t_obs, whens, text) in zip(prepared, results, timings, strict=True):
+            dropped = {d.fact for d in result.dropped}
+            kept = [
+                (fact, when)
+                for fact, when in zip(session["facts"], whens, strict=True)
+                if tuple(part.strip() for part in fact) not in dropped
+            ]
+            for record_id, ((head, relation, tail), when) in zip(result.record_ids, kept, strict=True):
+                t_happen = float(as_day(when)) if when is not None else happened_day(tail, text, t_obs)
+                rows.append(
+                    (
+                        record_id,
+                        head.strip(),
+                        relation.strip(),
+                        tail.strip(),
+                        t_happen,
+                        float(t_obs),
+                        result.session_id,
+                    )
+                )
+        with self.store.db.transaction() as connection:
+            connection.executemany("INSERT INTO temporal_facts VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        return results
+
+    # --- reads ------------------------------------------------------------------------------
+    def facts(self) -> list[TemporalFact]:
+        """Every timed fact, in write order."""
+        rows = self.store.db.connection.execute("SELECT * FROM temporal_facts ORDER BY record_id").fetchall()
+        return [TemporalFact(*row) for row in rows]
+
+    def latest_observation(self) -> float | None:
+        """The last ``t_obs`` stored (the default "now"), or None for an empty memory."""
+        return self.store.db.connection.execute("SELECT MAX(t_obs) FROM temporal_facts").fetchone()[0]
+
+    def _times(self, record_ids: Sequence[int]) -> dict[int, tuple[float, float]]:
+        marks = ",".join("?" * len(record_ids))
+        rows = self.store.db.connection.execute(
+            f"SELECT record_id, t_happen, t_obs FROM temporal_facts WHERE record_id IN ({marks})",
+            list(record_ids),
+        )
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+    def time_query(self, question: str, now: Day | None = None) -> tuple[TimeQuery, float]:
+        """The question's mode and the day it is asked on (``now``, default the latest ``t_obs``)."""
+        if now is None:
+            now = self.latest_observation()
+            if now is None:
+                raise ValueError("the memory is empty: pass now= to say what day the question is asked on")
+        now_day = (
+            float(now) if isinstance(now, int | float) and not isinstance(now, bool) else float(as_day(now))
+        )
+        return query_mode(question, int(now_day)), now_day
+
+    def retrieve(self, question: str, k: int = 15, now: Day | None = None) -> list[TemporalRecord]:
+        """The top ``k`` records by ``S_final`` (module docs), in source order."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        candidates = self.store.retrieve(question, k=max(k, self.candidates))
+        if not candidates:
+            return []
+        tq, now_day = self.time_query(question, now)
+        times = self._times([r.id for r in candidates])
+        taus = []
+        for record in candidates:
+            known = times.get(record.id)
+            if known is None:
+                taus.append(None)
+            elif tq.mode == QueryMode.EXPLICIT:
+                taus.append(tq.span.midpoint)
+            elif tq.mode == QueryMode.TIME_SEEKING:
+                taus.append(known[0])
+            else:
+                taus.append(now_day)
+        scored = []
+        for record, tau, kge in zip(candidates, taus, self.temporal_scores(candidates, taus), strict=True):
+            s_sem = max(float(record.score or 0.0), 0.0)
+            happen, obs = times.get(record.id, (None, None))
+            s_kge = 0.0 if kge is None else kge
+            final = s_sem * (1.0 + self.alpha_g * s_kge)
+            scored.append(
+                TemporalRecord(record, happen, obs, s_sem, s_kge, final, None if kge is None else tau)
+            )
+        top = sorted(scored, key=lambda r: (-r.score, r.record.session_index, r.record.id))[:k]
+        return sorted(top, key=lambda r: (r.record.session_index, r.record.id))
+
+    def with_times(self, records: Sequence[Record]) -> list[TemporalRecord]:
+        """``records`` (e.g. from ``store.retrieve``) with their stored times, unscored by RoMem:
+        ``s_sem = score = record.score``, ``s_kge = 0``. For rendering TEM's evidence with dates."""
+        times = self._times([r.id for r in records]) if records else {}
+        out = []
+        for record in records:
+            happen, obs = times.get(record.id, (None, None))
+            s_sem = float(record.score or 0.0)
+            out.append(TemporalRecord(record, happen, obs, s_sem, 0.0, s_sem, None))
+        return out
+
+    def temporal_scores(self, records: Sequence[Record], taus: Sequence[float | None]) -> list[float | None]:
+        """``S_kge`` in [0, 1] of each record at its day in ``taus``; None where it cannot be scored
+        (no fitted model, no time, or strings the model has not seen)."""
+        out: list[float | None] = [None] * len(records)
+        if self.model is None:
+            return out
+        rows = [
+            (i, self._entity_ids[r.subject], self._relation_ids[r.relation], self._entity_ids[r.object], tau)
+            for i, (r, tau) in enumerate(zip(records, taus, strict=True))
+            if tau is not None
+            and r.subject in self._entity_ids
+            and r.object in self._entity_ids
+            and r.relation in self._relation_ids
+        ]
+        if not rows:
+            return out
+        index, h, rel, t, tau = zip(*rows, strict=True)
+        device = self.model.entity.device
+        with torch.no_grad():
+            logits = self.model.score_tails(
+                torch.tensor(h, device=device),
+                torch.tensor(rel, device=device),
+                torch.tensor(tau, dtype=torch.float64, device=device),
+            )
+            probs = torch.softmax(logits.float(), dim=-1).gather(1, torch.tensor(t, device=device)[:, None])
+        for i, p in zip(index, probs[:, 0].tolist(), strict=True):
+            out[i] = float(p)
+        return out
+
+    def render(self, records: Iterable[TemporalRecord], show_dates: bool = True) -> str:
+        """TEM evidence lines (``[historical]`` labels, no session prefix), each prefixed with the
+        day the fact happened (``2019-03-02:``) when ``show_dates`` and the time is known."""
+        lines = []
+        for item in records:
+            line = render_items([item.record], show_session=False)
+            if show_dates and item.t_happen is not None:
+                line = f"{date_of(item.t_happen)}: {line}"
+            lines.append(line)
+        return "\n".join(lines)
+
+    # --- online Phase 2 ---------------------------------------------------------------------
+    def knowledge_graph(self) -> TemporalKG:
+        """The stored facts as a ``TemporalKG`` (all in ``train``, each at ``floor(t_happen)``)."""
+        facts = self.facts()
+        if not facts:
+            raise ValueError("the memory holds no facts to fit")
+        entities = sorted({f.head for f in facts} | {f.tail for f in facts})
+        relations = sorted({f.relation for f in facts})
+        ent = {e: i for i, e in enumerate(entities)}
+        rel = {r: i for i, r in enumerate(relations)}
+        train = torch.tensor(
+            [[ent[f.head], rel[f.relation], ent[f.tail], math.floor(f.t_happen)] for f in facts],
+            dtype=torch.int64,
+        )
+        empty = torch.zeros(0, 4, dtype=torch.int64)
+        return TemporalKG("temporal-memory", entities, relations, train, empty, empty)
+
+    def relation_speeds(self, relations: Sequence[str]) -> torch.Tensor | None:
+        """``alpha [R]`` from ``speeds`` (module docs), or None for the constant alpha = 1."""
+        if self.speeds is None:
+            return None
+        if isinstance(self.speeds, Mapping):
+            bad = {r: a for r, a in self.speeds.items() if not 0.0 <= float(a) <= 1.0}
+            if bad:
+                raise ValueError(f"relation speeds must be in [0, 1], got {bad}")
+            return torch.tensor([float(self.speeds.get(r, 1.0)) for r in relations])
+        from rotmem.gate import relation_speeds
+
+        return relation_speeds(self.speeds, list(relations))
+
+    def fit(self, config: FitConfig | None = None) -> dict[str, float]:
+        """Train RoMem on the stored facts (gate frozen); returns ``{"loss": last epoch's mean}``."""
+        import pytorch_lightning as pl
+
+        from lightning_modules.kg_data import TemporalKGDataModule
+        from lightning_modules.phase2 import Phase2Module
+        from rotmem.models import RelationSpeed
+
+        cfg = config or FitConfig()
+        kg = self.knowledge_graph()
+        data = TemporalKGDataModule(
+            kg=kg, batch_size=cfg.batch_size, num_negative_times=cfg.num_negative_times, seed=cfg.seed
+        )
+        with torch.random.fork_rng(), _quiet_lightning():
+            torch.manual_seed(cfg.seed)
+            module = Phase2Module(
+                kg.num_entities,
+                kg.num_relations,
+                tau0=data.tau0,
+                dim=cfg.dim,
+                k=cfg.k,
+                backbone=cfg.backbone,
+                init_scale=cfg.init_scale,
+                init_s=cfg.init_s,
+                optimizer=cfg.optimizer,
+                lr=cfg.lr,
+                regularizer_weight=cfg.regularizer_weight,
+                time_weight=cfg.time_weight,
+                sigma_years=cfg.sigma_years,
+                **cfg.extra,
+            )
+            alpha = self.relation_speeds(kg.relations)
+            if alpha is not None:  # a frozen per-relation table: the "gate" speed source
+                module.model.speed = RelationSpeed(kg.num_relations, source="gate")
+                module.model.speed.set_speeds(alpha)
+                module.model.config["speed"] = "gate"
+            trainer = pl.Trainer(
+                max_epochs=cfg.epochs,
+                accelerator="cpu",
+                logger=False,
+                enable_checkpointing=False,
+                enable_progress_bar=False,
+                enable_model_summary=False,
+                limit_val_batches=0,
+                num_sanity_val_steps=0,
+                gradient_clip_val=1.0,
+            )
+            trainer.fit(module, datamodule=data)
+        model = module.model.eval()
+        self.model = model
+        self._entity_ids = {e: i for i, e in enumerate(kg.entities)}
+        self._relation_ids = {r: i for i, r in enumerate(kg.relations)}
+        loss = trainer.callback_metrics.get("train/loss_epoch")
+        return {"loss": float("nan") if loss is None else float(loss), "facts": float(kg.train.shape[0])}
+
+    # --- lifetime ---------------------------------------------------------------------------
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> TemporalMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def _quiet_lightning() -> Iterator[None]:
+    """Silence Lightning's banner lines and data-loader hints for a short in-process fit."""
+    loggers = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning", "lightning.pytorch")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module="pytorch_lightning")
+            warnings.filterwarnings("ignore", module="lightning")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
