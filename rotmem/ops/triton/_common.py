@@ -36,6 +36,30 @@ def sincos(x):
 
 
 @triton.jit
+def cast_for(x, P):
+    """``x`` in the element type of pointer ``P``, rounded to nearest even (as a compiled cast is).
+
+    The interpreter truncates float32 -> bfloat16; there the rounding is done on the bits first.
+    """
+    if _INTERPRET:  # noqa: SIM102 (nested: the outer test prunes the branch when compiled)
+        if P.dtype.element_ty == tl.bfloat16:
+            bits = x.to(tl.float32).to(tl.uint32, bitcast=True)
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+            x = bits.to(tl.float32, bitcast=True)
+    return x.to(P.dtype.element_ty)
+
+
+@triton.jit
+def dot_operand(x):
+    """``x`` as a ``tl.dot`` operand: as is when compiled; float32 under the interpreter, whose dot
+    reads bfloat16 bits as integers (the products are the same: bf16 x bf16 is exact in float32)."""
+    if _INTERPRET:  # noqa: SIM102 (nested: the outer test prunes the branch when compiled)
+        if x.dtype == tl.bfloat16:
+            return x.to(tl.float32)
+    return x
+
+
+@triton.jit
 def upcast(x, FP64: tl.constexpr):
     """``x`` in the compute precision: float64 for float64 inputs, float32 for every other dtype."""
     if FP64:

@@ -32,14 +32,12 @@ def query_pairs(hr, hi, rr, ri, s, c):
 def query_pairs_backward(gr, gi, hr, hi, rr, ri, s, c):
     """Gradients of ``query_pairs`` given ``g = dL/dq``: ``(dh_re, dh_im, drel_re, drel_im, dtheta)``.
 
-    ``dtheta`` has one term per rotation: for ``y = Rot(x, phi)``, ``dL/dphi = g_im*y_re - g_re*y_im``;
-    the outer rotation is by ``-theta``.
+    With ``(a, b) = Rot(h, theta)`` and ``g' = Rot(g, theta)``, the two rotations' terms of
+    ``dtheta`` combine into ``(rel_im - rel_re) * (g'_re * b + g'_im * a)``: no cancelling products,
+    so it is as accurate as the inputs (a scalar ``rel`` commutes with the rotation: zero).
     """
     a, b = rotate_pairs(hr, hi, s, c)
-    qr, qi = unrotate_pairs(a * rr, b * ri, s, c)
     gap, gbp = rotate_pairs(gr, gi, s, c)
-    ga = gap * rr
-    gb = gbp * ri
-    ghr, ghi = unrotate_pairs(ga, gb, s, c)
-    gtheta = gr * qi - gi * qr + gb * a - ga * b
+    ghr, ghi = unrotate_pairs(gap * rr, gbp * ri, s, c)
+    gtheta = (ri - rr) * (gap * b + gbp * a)
     return ghr, ghi, gap * a, gbp * b, gtheta

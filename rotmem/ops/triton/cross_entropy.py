@@ -18,9 +18,11 @@ import triton
 import triton.language as tl
 
 from rotmem.ops.triton._common import (
+    cast_for,
     check_float,
     check_index,
     check_same_device,
+    dot_operand,
     is_fp64,
     kernel_op,
     launch,
@@ -54,7 +56,7 @@ def _logits_tile(
         e = tl.load(
             E + cols[None, :] * stride_e + ks[:, None], mask=k_mask[:, None] & col_mask[None, :], other=0.0
         )
-        acc += tl.dot(q, e, input_precision=PRECISION)
+        acc += tl.dot(dot_operand(q), dot_operand(e), input_precision=PRECISION)
     return acc
 
 
@@ -137,7 +139,7 @@ def _ce_grad_logits_kernel(
     p = tl.where(cols[None, :] == target[:, None], p - 1.0, p)
     dz = p * grad_loss[:, None]
     mask = row_mask[:, None] & col_mask[None, :]
-    tl.store(DZ + rows[:, None] * stride_dz + local[None, :], dz.to(DZ.dtype.element_ty), mask=mask)
+    tl.store(DZ + rows[:, None] * stride_dz + local[None, :], cast_for(dz, DZ), mask=mask)
 
 
 def _precision(q: torch.Tensor) -> str:

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from rotmem.ops.triton._common import check_float, is_fp64, kernel_op, launch, pow2, upcast
+from rotmem.ops.triton._common import cast_for, check_float, is_fp64, kernel_op, launch, pow2, upcast
 from rotmem.ops.triton.rotate import rows_of
 
 KINDS = ("l4", "modulus3")
@@ -77,8 +77,8 @@ def _n3_backward_kernel(
         gre = 4.0 * g * re * re * re
         gim = 4.0 * g * im * im * im
     gx = GX + rows[:, None] * (2 * n) + cols[None, :]
-    tl.store(gx, gre.to(GX.dtype.element_ty), mask=mask)
-    tl.store(gx + n, gim.to(GX.dtype.element_ty), mask=mask)
+    tl.store(gx, cast_for(gre, GX), mask=mask)
+    tl.store(gx + n, cast_for(gim, GX), mask=mask)
 
 
 def _blocks(rows: int, n: int) -> tuple[int, int, tuple[int, int]]:

@@ -11,6 +11,7 @@ import triton
 import triton.language as tl
 
 from rotmem.ops.triton._common import (
+    cast_for,
     check_float,
     check_same_device,
     is_fp64,
@@ -48,8 +49,8 @@ def _rotate_forward_kernel(
     s, c = sincos(theta)
     yr, yi = rotate_pairs(re, im, s, c)
     y = Y + rows[:, None] * stride_y + cols[None, :]
-    tl.store(y, yr.to(Y.dtype.element_ty), mask=mask)
-    tl.store(y + n, yi.to(Y.dtype.element_ty), mask=mask)
+    tl.store(y, cast_for(yr, Y), mask=mask)
+    tl.store(y + n, cast_for(yi, Y), mask=mask)
 
 
 @triton.jit
@@ -72,9 +73,9 @@ def _rotate_backward_kernel(
     yr, yi = rotate_pairs(re, im, s, c)
     gxr, gxi = unrotate_pairs(gr, gi, s, c)
     gx = GX + rows[:, None] * (2 * n) + cols[None, :]
-    tl.store(gx, gxr.to(GX.dtype.element_ty), mask=mask)
-    tl.store(gx + n, gxi.to(GX.dtype.element_ty), mask=mask)
-    tl.store(GT + rows[:, None] * n + cols[None, :], (gi * yr - gr * yi).to(GT.dtype.element_ty), mask=mask)
+    tl.store(gx, cast_for(gxr, GX), mask=mask)
+    tl.store(gx + n, cast_for(gxi, GX), mask=mask)
+    tl.store(GT + rows[:, None] * n + cols[None, :], cast_for(gi * yr - gr * yi, GT), mask=mask)
 
 
 def _blocks(rows: int, n: int) -> tuple[int, int, tuple[int, int]]:

@@ -11,6 +11,7 @@ import triton
 import triton.language as tl
 
 from rotmem.ops.triton._common import (
+    cast_for,
     check_float,
     check_same_device,
     is_fp64,
@@ -34,8 +35,8 @@ def _load_pairs(P, rows, cols, stride, n, mask, FP64: tl.constexpr):
 @triton.jit
 def _store_pairs(P, rows, cols, n, re, im, mask):
     p = P + rows[:, None] * (2 * n) + cols[None, :]
-    tl.store(p, re.to(P.dtype.element_ty), mask=mask)
-    tl.store(p + n, im.to(P.dtype.element_ty), mask=mask)
+    tl.store(p, cast_for(re, P), mask=mask)
+    tl.store(p + n, cast_for(im, P), mask=mask)
 
 
 @triton.jit
@@ -84,7 +85,7 @@ def _query_backward_kernel(
         _store_pairs(GWH, rows, cols, n, grr * wr, gri * wi, mask)
     else:
         _store_pairs(GW, rows, cols, n, grr, gri, mask)
-    tl.store(GT + rows[:, None] * n + cols[None, :], gtheta.to(GT.dtype.element_ty), mask=mask)
+    tl.store(GT + rows[:, None] * n + cols[None, :], cast_for(gtheta, GT), mask=mask)
 
 
 def _blocks(rows: int, n: int, budget: int) -> tuple[int, int, tuple[int, int]]:

@@ -20,6 +20,7 @@ import triton.language as tl
 
 from rotmem.ops.reference import LOG_BASE_MIN, LOG_S_MIN
 from rotmem.ops.triton._common import (
+    cast_for,
     check_float,
     check_index,
     check_same_device,
@@ -78,8 +79,8 @@ def _query_indexed_forward_kernel(
     s, c = sincos(theta)
     qr, qi = query_pairs(hr, hi, rr, ri, s, c)
     q = Q + rows[:, None] * (2 * n) + cols[None, :]
-    tl.store(q, qr.to(Q.dtype.element_ty), mask=mask)
-    tl.store(q + n, qi.to(Q.dtype.element_ty), mask=mask)
+    tl.store(q, cast_for(qr, Q), mask=mask)
+    tl.store(q + n, cast_for(qi, Q), mask=mask)
 
 
 @triton.jit
@@ -176,8 +177,9 @@ def _query_indexed_backward(
     grad_w = torch.zeros(w_table.shape, dtype=acc, device=device)
     grad_wh = torch.zeros(w_table.shape if w_hat_table is not None else (0,), dtype=acc, device=device)
     block_b, block_n, grid = _blocks(rows, n, 1024)
-    part_speed = torch.zeros((grid[1], rows), dtype=acc, device=device)
-    part_base = torch.zeros((grid[1], rows), dtype=acc, device=device)
+    # the partial sums feed scalar gradients summed over B * n terms with cancellations: float64
+    part_speed = torch.zeros((grid[1], rows), dtype=torch.float64, device=device)
+    part_base = torch.zeros((grid[1], rows), dtype=torch.float64, device=device)
     if rows and n:
         wh = w_table if w_hat_table is None else w_hat_table
         launch(
@@ -187,7 +189,7 @@ def _query_indexed_backward(
             BLOCK_B=block_b, BLOCK_N=block_n, HAS_WH=w_hat_table is not None, FP64=fp64,
         )  # fmt: skip
     grad_speed = part_speed.sum(0)
-    grad_log_base = -(speed.to(acc) * part_base.sum(0)).sum() / max(n, 1)
+    grad_log_base = -(speed.double() * part_base.sum(0)).sum() / max(n, 1)
     return (
         grad_e.to(entity.dtype),
         grad_w.to(w_table.dtype),

@@ -1,0 +1,359 @@
+"""Triton ops against the reference (``rotmem.ops.reference``), forward and backward.
+
+Without a GPU the kernels run under the Triton interpreter (``TRITON_INTERPRET=1``, set here
+before the backend is imported) on small, odd shapes; on a CUDA machine they run compiled, and
+the ``gpu``-marked tests add the issue's full shapes.
+
+Accuracy rule (flash-attention's): against a float64 truth computed by the reference from the
+same inputs, a kernel's error is at most 2x the eager reference's own error in the same dtype,
+plus the float32 noise floor: how far the truth itself moves when the inputs move by a few float32
+ulps (a sum of many cancelling terms, or a sine of a 1000-radian angle, amplifies rounding, and
+then which of two float32 codes is closer to the truth is luck).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton")
+
+from rotmem.ops import reference  # noqa: E402
+from rotmem.ops.backend import _load, available  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+pytestmark = pytest.mark.skipif(
+    not available("triton", DEVICE),
+    reason=f"Triton cannot run on {DEVICE} here (on the CPU it needs TRITON_INTERPRET=1 before import)",
+)
+T = _load("triton")
+FLOOR = {torch.float32: 1e-6, torch.bfloat16: 1e-3}  # relative to max|truth|
+NOISE = 4 * torch.finfo(torch.float32).eps  # relative input perturbation for the noise floor
+DTYPES = [torch.float32, torch.bfloat16]
+GPU = DEVICE == "cuda"
+# (rows, complex dims): tiny and odd under the interpreter; the issue's shapes on a GPU.
+QUERY_SHAPES = [(1, 1), (7, 33), (16, 5)] + ([(999, 83), (1000, 249)] if GPU else [])
+# (rows, entities, 2n)
+CE_SHAPES = [(1, 1, 2), (13, 70, 18), (16, 37, 66)] + ([(999, 10488, 498), (1, 10488, 166)] if GPU else [])
+
+
+def make(*shape, dtype=torch.float32, scale=1.0, grad=True):
+    t = (torch.randn(*shape, dtype=torch.float64) * scale).to(device=DEVICE, dtype=dtype)
+    return t.requires_grad_(grad)
+
+
+def assert_accurate(name, out, ref, truth, dtype, noise):
+    """``|out - truth| <= 2 |ref - truth| + noise + FLOOR * max|truth|`` (max over elements)."""
+    assert out.shape == truth.shape, f"{name}: shape {tuple(out.shape)} != {tuple(truth.shape)}"
+    if truth.numel() == 0:
+        return
+    out, ref, truth = out.detach().double(), ref.detach().double(), truth.detach().double()
+    err, ref_err = (out - truth).abs().max().item(), (ref - truth).abs().max().item()
+    bound = 2 * ref_err + noise + FLOOR[dtype] * truth.abs().max().item()
+    assert err <= bound, f"{name}: error {err:.3g} > {bound:.3g} (reference's own error {ref_err:.3g})"
+
+
+def truth_and_grads(reference_fn, inputs, wrt, grad_out=None, scale=None):
+    """The reference in float64 (inputs optionally scaled elementwise): output and ``d/d inputs[wrt]``."""
+    args = []
+    for i, t in enumerate(inputs):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            t = t.detach().double()
+            if scale is not None and i in scale:
+                t = t * scale[i]
+            t.requires_grad_(i in wrt)
+        args.append(t)
+    out = reference_fn(*args)
+    grad_out = torch.randn_like(out) if grad_out is None else grad_out
+    return out, grad_out, torch.autograd.grad(out, [args[i] for i in wrt], grad_out)
+
+
+def check_op(kernel_fn, reference_fn, inputs, dtype, names, exact=()):
+    """Forward and the gradient of every input that requires grad, against float64 truth.
+
+    ``exact``: indices of inputs that are exact in every precision (days), left unperturbed when
+    measuring the noise floor.
+    """
+    wrt = [i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and t.requires_grad]
+    truth, grad_out, exact_grads = truth_and_grads(reference_fn, inputs, wrt)
+    noise = [0.0] * (1 + len(wrt))
+    floating = [i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    for _ in range(2):
+        scale = {i: 1 + NOISE * torch.randn_like(inputs[i], dtype=torch.float64).sign() for i in floating}
+        scale = {i: v for i, v in scale.items() if i not in exact}
+        moved, _, moved_grads = truth_and_grads(reference_fn, inputs, wrt, grad_out, scale)
+        for k, (a, b) in enumerate(zip([truth, *exact_grads], [moved, *moved_grads], strict=True)):
+            noise[k] = max(noise[k], (a - b).abs().max().item() if a.numel() else 0.0)
+    out, ref = kernel_fn(*inputs), reference_fn(*inputs)
+    assert out.dtype == ref.dtype, f"output dtype {out.dtype} != reference {ref.dtype}"
+    assert_accurate("forward", out, ref, truth, dtype, noise[0])
+    params = [inputs[i] for i in wrt]
+    got = torch.autograd.grad(out, params, grad_out.to(out.dtype))
+    want = torch.autograd.grad(ref, params, grad_out.to(ref.dtype))
+    for k, (i, g, r, x) in enumerate(zip(wrt, got, want, exact_grads, strict=True)):
+        assert g.dtype == inputs[i].dtype, f"d/d{names[i]} dtype {g.dtype} != input {inputs[i].dtype}"
+        assert_accurate(f"d/d{names[i]}", g, r, x, dtype, noise[k + 1])
+
+
+# --- rotate --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, n", QUERY_SHAPES)
+def test_rotate_matches_reference(rows, n, dtype):
+    torch.manual_seed(rows * 100 + n)
+    x, theta = make(rows, 2 * n, dtype=dtype), make(rows, n, dtype=dtype, scale=4.0)
+    check_op(T.rotate, reference.rotate, [x, theta], dtype, ["x", "theta"])
+
+
+def test_rotate_broadcasts_and_handles_large_angles():
+    torch.manual_seed(1)
+    x = make(3, 1, 2 * 7)  # one vector per fact, rotated at J = 4 times
+    theta = make(3, 4, 7, scale=2000.0)  # thousands of radians: range reduction must be exact
+    check_op(T.rotate, reference.rotate, [x, theta], torch.float32, ["x", "theta"])
+
+
+def test_rotate_rejects_mismatched_widths():
+    with pytest.raises(ValueError, match="x has last dim 6"):
+        T.rotate(torch.zeros(2, 6, device=DEVICE), torch.zeros(2, 4, device=DEVICE))
+
+
+# --- unrotated_query (dense) ---------------------------------------------------------------------
+@pytest.mark.parametrize("backbone", ["chronor", "distmult"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, n", QUERY_SHAPES[:3])
+def test_unrotated_query_matches_reference(rows, n, dtype, backbone):
+    torch.manual_seed(rows + n)
+    h, w = make(rows, 2 * n, dtype=dtype), make(rows, 2 * n, dtype=dtype)
+    w_hat = make(1, 2 * n, dtype=dtype) if backbone == "chronor" else None  # broadcast over rows
+    theta = make(rows, n, dtype=dtype, scale=3.0)
+    check_op(
+        T.unrotated_query,
+        reference.unrotated_query,
+        [h, w, w_hat, theta],
+        dtype,
+        ["h", "w", "w_hat", "theta"],
+    )
+
+
+# --- unrotated_query_indexed ---------------------------------------------------------------------
+def indexed_inputs(rows, n, entities, relations, dtype, backbone, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    entity = make(entities, 2 * n, dtype=dtype, scale=0.4)
+    w = make(relations, 2 * n, dtype=dtype, scale=0.4)
+    w_hat = make(relations, 2 * n, dtype=dtype, scale=0.4) if backbone == "chronor" else None
+    # repeated ids: the backward must accumulate several rows into one table row
+    ent_idx = torch.randint(0, entities, (rows,), generator=g).to(DEVICE)
+    rel_idx = torch.randint(0, relations, (rows,), generator=g).to(DEVICE)
+    tau0 = 12784.0  # 2005-01-01 in days since 1970-01-01
+    tau = (tau0 + torch.randint(0, 4017, (rows,), generator=g).double()).to(DEVICE, dtype).requires_grad_()
+    alpha = torch.rand(rows, generator=g, dtype=torch.float64).to(DEVICE, dtype).requires_grad_()
+    log_s = torch.tensor(math.log(0.05), device=DEVICE, dtype=dtype, requires_grad=True)
+    log_base = torch.tensor(math.log(10000.0), device=DEVICE, dtype=dtype, requires_grad=True)
+    return [entity, w, w_hat, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0]
+
+
+INDEXED_NAMES = [
+    "entity",
+    "w_table",
+    "w_hat_table",
+    "ent_idx",
+    "rel_idx",
+    "tau",
+    "alpha",
+    "log_s",
+    "log_base",
+]
+
+
+@pytest.mark.parametrize("backbone", ["chronor", "distmult"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, n", QUERY_SHAPES)
+def test_unrotated_query_indexed_matches_reference(rows, n, dtype, backbone):
+    entities, relations = (10488, 251) if rows > 100 else (11, 3)
+    inputs = indexed_inputs(rows, n, entities, relations, dtype, backbone, seed=rows + n)
+    check_op(
+        T.unrotated_query_indexed, reference.unrotated_query_indexed, inputs, dtype, INDEXED_NAMES, exact=[5]
+    )
+
+
+def test_unrotated_query_indexed_clamps_like_reference():
+    """Below the clamps (s >= 1e-9, base >= 2) the spectrum's gradients vanish, as in torch."""
+    inputs = indexed_inputs(5, 4, 6, 2, torch.float32, "chronor")
+    inputs[7] = torch.tensor(-30.0, device=DEVICE, requires_grad=True)
+    inputs[8] = torch.tensor(0.1, device=DEVICE, requires_grad=True)
+    check_op(
+        T.unrotated_query_indexed, reference.unrotated_query_indexed, inputs, torch.float32, INDEXED_NAMES
+    )
+
+
+def test_unrotated_query_indexed_names_bad_ids():
+    inputs = indexed_inputs(4, 3, 5, 2, torch.float32, "chronor")
+    inputs[3] = torch.tensor([0, 1, 5, 2], device=DEVICE)
+    if DEVICE == "cpu":
+        with pytest.raises(IndexError, match="ent_idx has ids outside"):
+            T.unrotated_query_indexed(*inputs)
+    inputs = indexed_inputs(4, 3, 5, 2, torch.float32, "chronor")
+    inputs[6] = inputs[6].detach()[:3]
+    with pytest.raises(ValueError, match="alpha must have shape"):
+        T.unrotated_query_indexed(*inputs)
+
+
+# --- cross_entropy_all ---------------------------------------------------------------------------
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, entities, width", CE_SHAPES)
+def test_cross_entropy_all_matches_reference(rows, entities, width, dtype, reduction, monkeypatch):
+    cross_entropy = importlib.import_module("rotmem.ops.triton.cross_entropy")
+    # a gradient buffer of ~3 entity tiles: the backward walks several chunks even on tiny shapes
+    monkeypatch.setattr(cross_entropy, "CHUNK_ELEMENTS", max(rows, 1) * 48)
+    torch.manual_seed(rows + entities)
+    q, entity = make(rows, width, dtype=dtype, scale=0.5), make(entities, width, dtype=dtype, scale=0.5)
+    target = torch.randint(0, entities, (rows,), device=DEVICE)
+
+    def kernel(q, entity):
+        return T.cross_entropy_all(q, entity, target, reduction)
+
+    def ref(q, entity):
+        return reference.cross_entropy_all(q, entity, target, reduction)
+
+    check_op(kernel, ref, [q, entity], dtype, ["q", "entity"])
+
+
+def test_cross_entropy_all_many_splits_and_chunks(monkeypatch):
+    """Entity tiles split over several programs (forward) and many backward chunks."""
+    cross_entropy = importlib.import_module("rotmem.ops.triton.cross_entropy")
+    monkeypatch.setattr(cross_entropy, "TARGET_PROGRAMS", 4)
+    monkeypatch.setattr(cross_entropy, "CHUNK_ELEMENTS", 5 * 16)
+    torch.manual_seed(3)
+    q, entity = make(5, 8, scale=2.0), make(69, 8, scale=2.0)
+    target = torch.tensor([0, 68, 16, 17, 33], device=DEVICE)  # tile edges
+    check_op(
+        lambda q, e: T.cross_entropy_all(q, e, target, "none"),
+        lambda q, e: reference.cross_entropy_all(q, e, target, "none"),
+        [q, entity],
+        torch.float32,
+        ["q", "entity"],
+    )
+
+
+def test_cross_entropy_all_only_q_needs_grad():
+    q, entity = make(3, 6), make(9, 6, grad=False)
+    target = torch.tensor([1, 8, 0], device=DEVICE)
+    (g,) = torch.autograd.grad(T.cross_entropy_all(q, entity, target), [q])
+    (r,) = torch.autograd.grad(reference.cross_entropy_all(q, entity, target), [q])
+    torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6)
+
+
+def test_cross_entropy_all_errors_name_the_input():
+    q, entity = make(2, 6, grad=False), make(4, 6, grad=False)
+    if DEVICE == "cpu":
+        with pytest.raises(IndexError, match="target has ids outside"):
+            T.cross_entropy_all(q, entity, torch.tensor([0, 4], device=DEVICE))
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        T.cross_entropy_all(q, entity, torch.tensor([0, 1], device=DEVICE), reduction="avg")
+    with pytest.raises(ValueError, match="must share 2n"):
+        T.cross_entropy_all(q, make(4, 8, grad=False), torch.tensor([0, 1], device=DEVICE))
+
+
+# --- n3 ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["l4", "modulus3"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, n", QUERY_SHAPES)
+def test_n3_matches_reference(rows, n, dtype, kind):
+    torch.manual_seed(rows * n)
+    tensors = [make(rows, 2 * n, dtype=dtype, scale=0.4), make(2, rows, 2 * n, dtype=dtype, scale=0.4)]
+    check_op(
+        lambda a, b: T.n3([a, b], kind), lambda a, b: reference.n3([a, b], kind), tensors, dtype, ["t0", "t1"]
+    )
+
+
+def test_n3_errors_name_the_input():
+    with pytest.raises(ValueError, match="unknown regulariser kind 'l3'"):
+        T.n3([torch.zeros(2, 4, device=DEVICE)], kind="l3")
+    with pytest.raises(ValueError, match="at least one tensor"):
+        T.n3([])
+
+
+# --- float64 gradcheck and opcheck ---------------------------------------------------------------
+def gradcheck_case(op):
+    """``(function, float64 inputs)`` for ``torch.autograd.gradcheck`` on tiny shapes."""
+    f64 = torch.float64
+    if op == "rotate":
+        return T.rotate, (make(3, 6, dtype=f64), make(3, 3, dtype=f64, scale=3.0))
+    if op == "unrotated_query":
+        return T.unrotated_query, tuple(make(2, 4, dtype=f64) for _ in range(3)) + (make(2, 2, dtype=f64),)
+    if op == "unrotated_query_indexed":
+        inputs = indexed_inputs(3, 2, 4, 2, f64, "chronor")
+        ids, tau0 = inputs[3:5], inputs[9]
+
+        def indexed(entity, w, w_hat, tau, alpha, log_s, log_base):
+            return T.unrotated_query_indexed(entity, w, w_hat, *ids, tau, alpha, log_s, log_base, tau0)
+
+        return indexed, tuple(inputs[:3] + inputs[5:9])
+    if op == "cross_entropy_all":
+        target = torch.tensor([4, 0, 2], device=DEVICE)
+        return lambda q, e: T.cross_entropy_all(q, e, target, "none"), (
+            make(3, 4, dtype=f64),
+            make(5, 4, dtype=f64),
+        )
+    return lambda a: T.n3([a], op), (make(2, 6, dtype=f64),)
+
+
+@pytest.mark.parametrize(
+    "op", ["rotate", "unrotated_query", "unrotated_query_indexed", "cross_entropy_all", "l4", "modulus3"]
+)
+def test_gradcheck_float64(op):
+    torch.manual_seed(0)
+    fn, inputs = gradcheck_case(op)
+    assert torch.autograd.gradcheck(fn, inputs, fast_mode=True)
+
+
+def test_opcheck():
+    """Schemas, fake (meta) implementations, autograd registration and AOT tracing of every op."""
+    rotate, unrotated_query, unrotated_query_indexed, cross_entropy, n3 = (
+        importlib.import_module(f"rotmem.ops.triton.{name}")
+        for name in ("rotate", "unrotated_query", "unrotated_query_indexed", "cross_entropy", "n3")
+    )
+    torch.manual_seed(0)
+    x = make(3, 10, grad=False)
+    ids = torch.tensor([1, 0, 1], device=DEVICE)
+    cases = [
+        (rotate._rotate, (x, make(3, 5, grad=False))),
+        (unrotated_query._query, (x, make(3, 10, grad=False), None, make(3, 5, grad=False))),
+        (
+            unrotated_query_indexed._query_indexed,
+            (x, x[:2], x[:2], ids, ids, make(3, grad=False), torch.tensor(2.0, device=DEVICE), torch.float32),
+        ),
+        (cross_entropy._cross_entropy, (make(2, 10, grad=False), x, ids[:2])),
+        (n3._n3, (x, True)),
+    ]
+    for op, args in cases:
+        result = torch.library.opcheck(op, args)
+        assert all(v == "SUCCESS" for v in result.values()), (op, result)
+
+
+# --- GPU only: offsets beyond 2**31 elements -----------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="needs a CUDA device with ~30 GB free")
+def test_tables_beyond_int32_offsets():
+    n, entities = 249, (1 << 31) // 498 + 64  # the last rows start past element 2**31
+    entity = torch.empty(entities, 2 * n, device=DEVICE).uniform_(-0.4, 0.4)
+    w = torch.empty(3, 2 * n, device=DEVICE).uniform_(-0.4, 0.4)
+    ent_idx = torch.tensor([entities - 1, entities - 40, 0], device=DEVICE)
+    rel_idx = torch.tensor([0, 2, 1], device=DEVICE)
+    args = (ent_idx, rel_idx, torch.full((3,), 13000.0, device=DEVICE), torch.ones(3, device=DEVICE))
+    spectrum = (torch.tensor(-3.0, device=DEVICE), torch.tensor(9.2, device=DEVICE), 12784.0)
+    q = T.unrotated_query_indexed(entity, w, None, *args, *spectrum)
+    torch.testing.assert_close(q, reference.unrotated_query_indexed(entity, w, None, *args, *spectrum))
+    target = torch.tensor([entities - 1, entities - 2, 5], device=DEVICE)
+    with torch.no_grad():
+        loss = T.cross_entropy_all(q, entity, target, "none")
+        want = torch.cat(
+            [reference.cross_entropy_all(q[i : i + 1], entity, target[i : i + 1], "none") for i in range(3)]
+        )
+    torch.testing.assert_close(loss, want, rtol=1e-4, atol=1e-4)
