@@ -209,7 +209,13 @@ def token_counter(encoder) -> tuple[Callable[[str], int], str]:
     """``(count, description)``: MiniLM WordPiece for the sentence encoder, else whitespace words."""
     if isinstance(encoder, SentenceEncoder):
         tokenizer = encoder._encoder._load().tokenizer  # the encoder's own WordPiece vocabulary
-        return (lambda text: len(tokenizer.tokenize(text))), "MiniLM WordPiece tokens"
+
+        def count(text: str) -> int:
+            return len(
+                tokenizer(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+            )
+
+        return count, "MiniLM WordPiece tokens"
     return (lambda text: len(text.split())), "whitespace words"
 
 
@@ -318,7 +324,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", default="state_update", help="output file stem")
     args = parser.parse_args(argv)
+    threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
+    try:
+        return run(args, argv)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def run(args: argparse.Namespace, argv: list[str] | None) -> int:
     command = "python -m benchmarks.state_update " + " ".join(sys.argv[1:] if argv is None else argv)
 
     bench = generate(args.personas, args.sessions, args.seed)

@@ -4,8 +4,8 @@ Facts are the store's records plus their times: ``(h, r, t, t_happen, t_obs, sou
 ``t_happen`` the day the fact became true, ``t_obs`` the day it was told (the session's date) and
 ``source`` the session id; all days are days since 1970-01-01. They live append-only in the table
 ``temporal_facts`` of the store's own SQLite database (same file, same connection), keyed by the
-store's record id. The store commits a session first and its times second (two transactions): a
-crash in between leaves records without times, which are then retrieved on similarity alone.
+store's record id. A session's records and their times are written in one transaction (the
+store's ``before_commit`` hook): both land or neither does.
 
 ``t_happen`` is given with a fact or read from the session text: the first time expression
 (``rotmem.memory.time_expressions``) in the sentence holding the fact's object, resolved against
@@ -229,30 +229,25 @@ class TemporalMemory:
             session["facts"] = triples
             prepared.append(session)
             timings.append((t_obs, whens, session.get("text")))
-        results = self.store.add_sessions(prepared)
-        rows = []
-        for session, result, (t_obs, whens, text) in zip(prepared, results, timings, strict=True):
-            dropped = {d.fact for d in result.dropped}
-            kept = [
-                (fact, when)
-                for fact, when in zip(session["facts"], whens, strict=True)
-                if tuple(part.strip() for part in fact) not in dropped
-            ]
-            for record_id, ((head, relation, tail), when) in zip(result.record_ids, kept, strict=True):
-                t_happen = float(as_day(when)) if when is not None else happened_day(tail, text, t_obs)
-                rows.append(
-                    (
-                        record_id,
-                        head.strip(),
-                        relation.strip(),
-                        tail.strip(),
-                        t_happen,
-                        float(t_obs),
-                        result.session_id,
-                    )
-                )
-        with self.store.db.transaction() as connection:
+
+        def write_times(connection, results: list[SessionResult]) -> None:
+            rows = []
+            for session, result, (t_obs, whens, text) in zip(prepared, results, timings, strict=True):
+                dropped = {d.fact for d in result.dropped}
+                kept = [
+                    (fact, when)
+                    for fact, when in zip(session["facts"], whens, strict=True)
+                    if tuple(part.strip() for part in fact) not in dropped
+                ]
+                for record_id, ((head, relation, tail), when) in zip(result.record_ids, kept, strict=True):
+                    t_happen = float(as_day(when)) if when is not None else happened_day(tail, text, t_obs)
+                    rows.append(
+                        (record_id, head.strip(), relation.strip(), tail.strip(), t_happen, float(t_obs),
+                         result.session_id)
+                    )  # fmt: skip
             connection.executemany("INSERT INTO temporal_facts VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+        results = self.store.add_sessions(prepared, before_commit=write_times)
         return results
 
     # --- reads ------------------------------------------------------------------------------
@@ -368,6 +363,15 @@ class TemporalMemory:
         return "\n".join(lines)
 
     # --- online Phase 2 ---------------------------------------------------------------------
+    def use_model(self, model: RoMem) -> None:
+        """Score with ``model`` from now on: a RoMem with a vocabulary (``model.entities`` and
+        ``model.relations``, as ``rotmem.load_model`` or ``fit`` give it), put in eval mode."""
+        if getattr(model, "entities", None) is None or getattr(model, "relations", None) is None:
+            raise ValueError("the model has no vocabulary: use rotmem.load_model or RoMem.set_vocabulary")
+        self.model = model.eval()
+        self._entity_ids = {e: i for i, e in enumerate(model.entities)}
+        self._relation_ids = {r: i for i, r in enumerate(model.relations)}
+
     def knowledge_graph(self) -> TemporalKG:
         """The stored facts as a ``TemporalKG`` (all in ``train``, each at ``floor(t_happen)``)."""
         facts = self.facts()
@@ -399,6 +403,7 @@ class TemporalMemory:
 
     def fit(self, config: FitConfig | None = None) -> dict[str, float]:
         """Train RoMem on the stored facts (gate frozen); returns ``{"loss": last epoch's mean}``."""
+        kg = self.knowledge_graph()
         import pytorch_lightning as pl
 
         from lightning_modules.kg_data import TemporalKGDataModule
@@ -406,7 +411,6 @@ class TemporalMemory:
         from rotmem.models import RelationSpeed
 
         cfg = config or FitConfig()
-        kg = self.knowledge_graph()
         data = TemporalKGDataModule(
             kg=kg, batch_size=cfg.batch_size, num_negative_times=cfg.num_negative_times, seed=cfg.seed
         )
@@ -445,10 +449,7 @@ class TemporalMemory:
                 gradient_clip_val=1.0,
             )
             trainer.fit(module, datamodule=data)
-        model = module.model.eval()
-        self.model = model
-        self._entity_ids = {e: i for i, e in enumerate(kg.entities)}
-        self._relation_ids = {r: i for i, r in enumerate(kg.relations)}
+        self.use_model(module.model)
         loss = trainer.callback_metrics.get("train/loss_epoch")
         return {"loss": float("nan") if loss is None else float(loss), "facts": float(kg.train.shape[0])}
 
