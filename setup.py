@@ -46,7 +46,9 @@ def native_extensions() -> dict:
         with_cuda = force_cuda == "1"
 
     sources = [os.path.relpath(p, ROOT) for p in sorted(glob.glob(os.path.join(ROOT, "csrc", "*.cpp")))]
-    sources += [os.path.relpath(p, ROOT) for p in sorted(glob.glob(os.path.join(ROOT, "csrc", "cpu", "*.cpp")))]
+    sources += [
+        os.path.relpath(p, ROOT) for p in sorted(glob.glob(os.path.join(ROOT, "csrc", "cpu", "*.cpp")))
+    ]
     cxx = ["-O3"]
     link = []
     if platform.system() == "Linux":
@@ -56,7 +58,9 @@ def native_extensions() -> dict:
     extension = CppExtension
     extra = {"cxx": cxx}
     if with_cuda:
-        sources += [os.path.relpath(p, ROOT) for p in sorted(glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.cu")))]
+        sources += [
+            os.path.relpath(p, ROOT) for p in sorted(glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.cu")))
+        ]
         macros.append(("WITH_CUDA", None))
         extension = CUDAExtension
         extra["nvcc"] = ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]

@@ -154,7 +154,9 @@ def cross_entropy_all(
     ``torch.nn.functional.cross_entropy``.
     """
     if q.dim() != 2 or entity.dim() != 2:
-        raise ValueError(f"expected q [B, D] and entity [N, D], got {tuple(q.shape)} and {tuple(entity.shape)}")
+        raise ValueError(
+            f"expected q [B, D] and entity [N, D], got {tuple(q.shape)} and {tuple(entity.shape)}"
+        )
     block_rows, block_cols = cross_entropy_blocks(q.shape[0], entity.shape[0])
     return cross_entropy_tiled(q, entity, target, reduction, block_rows, block_cols)
 
@@ -199,7 +201,12 @@ def cross_entropy_blocks(batch: int, num_entities: int) -> tuple[int, int]:
 
 
 def cross_entropy_tiled(
-    q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, reduction: str, block_rows: int, block_cols: int
+    q: torch.Tensor,
+    entity: torch.Tensor,
+    target: torch.Tensor,
+    reduction: str,
+    block_rows: int,
+    block_cols: int,
 ) -> torch.Tensor:
     """``cross_entropy_all`` with explicit tiles of ``block_rows x block_cols`` logits."""
     if reduction not in _REDUCTIONS:
@@ -372,7 +379,9 @@ def _register() -> None:
             None,
         )
 
-    torch.library.register_autograd(lib + "cross_entropy_all_train", train_backward, setup_context=train_setup)
+    torch.library.register_autograd(
+        lib + "cross_entropy_all_train", train_backward, setup_context=train_setup
+    )
 
     @torch.library.register_fake(lib + "n3")
     def _(x, kind):

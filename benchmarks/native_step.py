@@ -1,0 +1,163 @@
+"""Time one whole RoMem training step with the native backend beside the eager and compiled reference.
+
+The step is Phase 2's loss without the time-contrastive term, forward and backward:
+tail and head queries (``unrotated_query_indexed``), one 1-vs-all cross-entropy over both
+directions, and the N3/L4 regulariser over the batch's rows (as ``rotmem.losses``). Providers
+run interleaved, round by round, so a change in machine load hits all of them alike; the CSV has
+the median and quartiles per provider and each one's speed-up over eager.
+
+    python benchmarks/native_step.py                       # ICEWS05-15 shapes, float32
+    python benchmarks/native_step.py --threads 1 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from rotmem.ops import native, reference
+
+RESULTS = Path(__file__).resolve().parent / "results" / "native_step.csv"
+
+
+def make_problem(
+    batch: int, n: int, entities: int, relations: int, dtype: torch.dtype, seed: int = 0
+) -> dict:
+    """Tables (leaf tensors that require grad) and one batch of facts, as RoMem trains them."""
+    g = torch.Generator().manual_seed(seed)
+
+    def table(rows: int) -> torch.Tensor:
+        return (torch.rand(rows, 2 * n, generator=g) * 0.8 - 0.4).to(dtype).requires_grad_()
+
+    return {
+        "entity": table(entities),
+        "w": table(relations),
+        "w_hat": table(relations),
+        "log_s": torch.tensor(0.0, dtype=dtype, requires_grad=True),
+        "log_base": torch.tensor(9.21, dtype=dtype, requires_grad=True),
+        "h": torch.randint(0, entities, (batch,), generator=g),
+        "r": torch.randint(0, relations, (batch,), generator=g),
+        "t": torch.randint(0, entities, (batch,), generator=g),
+        "tau": torch.randint(0, 4017, (batch,), generator=g).to(dtype),
+        "alpha": torch.ones(batch, dtype=dtype),
+    }
+
+
+def step(ops: ModuleType, p: dict) -> torch.Tensor:
+    """Forward and backward of ``½(CE_tail + CE_head) + 0.01·N3/B``; returns the loss."""
+    e, w, v, h, r, t = p["entity"], p["w"], p["w_hat"], p["h"], p["r"], p["t"]
+    angle = (p["tau"], p["alpha"], p["log_s"], p["log_base"], 0.0)
+    q_tail = ops.unrotated_query_indexed(e, w, v, h, r, *angle)
+    q_head = ops.unrotated_query_indexed(e, w, v, t, r, *angle)
+    loss = ops.cross_entropy_all(torch.cat([q_tail, q_head]), e, torch.cat([t, h]))
+    loss = loss + 0.01 * ops.n3([e[h], w[r], v[r], e[t]]) / h.shape[0]
+    loss.backward()
+    return loss.detach()
+
+
+def zero_grads(p: dict) -> None:
+    for value in p.values():
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            value.grad = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--n", type=int, default=249, help="complex dimensions (2n reals)")
+    parser.add_argument("--entities", type=int, default=10488)
+    parser.add_argument("--relations", type=int, default=251)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--providers", default="eager,compile,native,native+compile")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if not native.is_available("cpu"):
+        sys.exit(f"native backend unavailable: {native.unavailable_reason('cpu')}")
+    dtype = getattr(torch, args.dtype)
+    p = make_problem(args.batch, args.n, args.entities, args.relations, dtype)
+    compiled = torch.compile(step)
+    run = {
+        "eager": lambda: step(reference, p),
+        "compile": lambda: compiled(reference, p),
+        "native": lambda: step(native, p),
+        "native+compile": lambda: compiled(native, p),
+    }
+    providers = args.providers.split(",")
+    losses = {}
+    for name in providers:  # warm-up (and compilation), outside the timing
+        zero_grads(p)
+        losses[name] = float(run[name]())
+        run[name]()
+    times: dict[str, list[float]] = {name: [] for name in providers}
+    for _ in range(args.rounds):
+        for name in providers:
+            zero_grads(p)
+            start = time.perf_counter()
+            run[name]()
+            times[name].append((time.perf_counter() - start) * 1e3)
+
+    command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    eager_ms = statistics.median(times["eager"]) if "eager" in times else float("nan")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    new = not args.out.exists()
+    with args.out.open("a", newline="") as f:
+        writer = csv.writer(f)
+        if new:
+            writer.writerow(
+                [
+                    "provider",
+                    "batch",
+                    "n",
+                    "entities",
+                    "dtype",
+                    "threads",
+                    "rounds",
+                    "ms_median",
+                    "ms_q25",
+                    "ms_q75",
+                    "speedup_vs_eager",
+                    "loss",
+                    "command",
+                ]
+            )
+        for name in providers:
+            q25, median, q75 = (
+                statistics.quantiles(times[name], n=4) if args.rounds > 1 else [times[name][0]] * 3
+            )
+            median = statistics.median(times[name])
+            writer.writerow(
+                [
+                    name,
+                    args.batch,
+                    args.n,
+                    args.entities,
+                    args.dtype,
+                    torch.get_num_threads(),
+                    args.rounds,
+                    f"{median:.1f}",
+                    f"{q25:.1f}",
+                    f"{q75:.1f}",
+                    f"{eager_ms / median:.2f}",
+                    f"{losses[name]:.6f}",
+                    command,
+                ]
+            )
+            print(f"{name:>15}: {median:8.1f} ms  ({eager_ms / median:.2f}x eager)  loss {losses[name]:.6f}")
+    print(f"wrote {args.out}  [{command}]  load average {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

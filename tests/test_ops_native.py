@@ -1,0 +1,361 @@
+"""Native (C++/CUDA) ops against the reference, forward and backward, float32 and bfloat16.
+
+Accuracy rule (flash-attention's): against a float64 truth computed from the same (rounded)
+inputs, the native op's error is at most 2x the eager reference's own error in the same dtype,
+plus the noise floor: how far the truth moves when the inputs move by a few float32 ulps (a sine
+of a 4000-radian angle amplifies rounding), plus a tiny fraction of max|truth|.
+Runs on the CPU, and also on CUDA when the extension was built with CUDA and a GPU is present.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rotmem.ops import native, reference
+
+pytestmark = pytest.mark.skipif(not native.is_available("cpu"), reason=native.unavailable_reason("cpu"))
+DEVICES = ["cpu"] + (["cuda"] if native.is_available("cuda") else [])
+DTYPES = [torch.float32, torch.bfloat16]
+FLOOR = {torch.float32: 1e-6, torch.bfloat16: 1e-3}  # relative to max|truth|
+NOISE = 4 * torch.finfo(torch.float32).eps
+
+
+def truth_cross_entropy(q, entity, target, reduction="mean"):
+    """The reference's math without its float32 cast of the logits, so float64 stays float64."""
+    return F.cross_entropy(q @ entity.t(), target, reduction=reduction)
+
+
+def truth_n3(tensors, kind="l4"):
+    n = tensors[0].shape[-1] // 2
+    if kind == "l4":
+        return sum((x**4).sum() for x in tensors)
+    return sum(((x[..., :n] ** 2 + x[..., n:] ** 2) ** 1.5).sum() for x in tensors)
+
+
+def run(fn, inputs, wrt, grad_out):
+    """``fn(*inputs)`` and the gradients of ``inputs[i]`` for ``i in wrt``, given ``grad_out`` (float64)."""
+    args = [t.detach().clone().requires_grad_(i in wrt) if i in wrt else t for i, t in enumerate(inputs)]
+    out = fn(*args)
+    grads = torch.autograd.grad(out, [args[i] for i in wrt], grad_out.to(out.dtype)) if wrt else ()
+    return out, grads
+
+
+def check(native_fn, reference_fn, truth_fn, inputs, wrt, dtype, exact=(), name="op"):
+    """Compare native and reference runs in ``dtype`` with the float64 truth, output and gradients.
+
+    ``inputs``: float64 (or integer) tensors; floating ones are rounded to ``dtype`` for the runs
+    and the truth sees the same rounded values. ``exact``: indices never perturbed for the noise
+    floor (days, which are exact in every dtype here).
+    """
+    device = inputs[0].device
+    rounded = [t.to(dtype) if t.is_floating_point() else t for t in inputs]
+    as64 = [t.double() if t.is_floating_point() else t for t in rounded]
+    g = torch.Generator(device="cpu").manual_seed(1)
+    with torch.no_grad():
+        shape = truth_fn(*as64).shape
+    grad_out = torch.randn(shape, generator=g, dtype=torch.float64).to(device)
+    truth, truth_grads = run(truth_fn, as64, wrt, grad_out)
+    perturbed = [
+        t * (1 + NOISE * torch.randn(t.shape, generator=g, dtype=torch.float64).to(device))
+        if t.is_floating_point() and i not in exact
+        else t
+        for i, t in enumerate(as64)
+    ]
+    moved, moved_grads = run(truth_fn, perturbed, wrt, grad_out)
+    out, grads = run(native_fn, rounded, wrt, grad_out)
+    ref, ref_grads = run(reference_fn, rounded, wrt, grad_out)
+    labels = ["output"] + [f"grad[{i}]" for i in wrt]
+    for label, o, r, t, m in zip(
+        labels, [out, *grads], [ref, *ref_grads], [truth, *truth_grads], [moved, *moved_grads], strict=True
+    ):
+        assert o.shape == t.shape, f"{name} {label}: shape {tuple(o.shape)} != {tuple(t.shape)}"
+        if t.numel() == 0:
+            continue
+        o, r, t, m = o.detach().double(), r.detach().double(), t.detach().double(), m.detach().double()
+        err, ref_err = (o - t).abs().max().item(), (r - t).abs().max().item()
+        bound = 2 * ref_err + (m - t).abs().max().item() + FLOOR[dtype] * t.abs().max().item()
+        assert err <= bound, (
+            f"{name} {label} {dtype}: error {err:.3g} > {bound:.3g} (reference's {ref_err:.3g})"
+        )
+
+
+def randn(*shape, device="cpu", scale=1.0, seed=0):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(device)
+
+
+# --- rotate and unrotated_query ----------------------------------------------------------------------
+
+ROW_SHAPES = [(1, 1), (7, 83), (5, 249)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, n", ROW_SHAPES)
+def test_rotate(device, dtype, rows, n):
+    x, theta = randn(rows, 2 * n, device=device), randn(rows, n, device=device, scale=3, seed=1)
+    check(native.rotate, reference.rotate, reference.rotate, [x, theta], [0, 1], dtype, name="rotate")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rotate_broadcasts_like_the_reference(device):
+    x = randn(3, 4, 10, device=device)
+    for theta in (
+        randn(3, 1, 5, device=device, seed=1),
+        randn(5, device=device, seed=2),
+        randn(3, 4, 1, seed=3),
+    ):
+        theta = theta.to(device)
+        check(
+            native.rotate,
+            reference.rotate,
+            reference.rotate,
+            [x, theta],
+            [0, 1],
+            torch.float32,
+            name="rotate",
+        )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, n", ROW_SHAPES)
+@pytest.mark.parametrize("chronor", [True, False])
+def test_unrotated_query(device, dtype, rows, n, chronor):
+    h, w = randn(rows, 2 * n, device=device), randn(rows, 2 * n, device=device, seed=1)
+    theta = randn(rows, n, device=device, scale=3, seed=2)
+    w_hat = randn(rows, 2 * n, device=device, seed=3)
+    inputs = [h, w, w_hat, theta] if chronor else [h, w, theta]
+
+    def wrap(op):
+        return op if chronor else (lambda h, w, theta: op(h, w, None, theta))
+
+    check(
+        wrap(native.unrotated_query),
+        wrap(reference.unrotated_query),
+        wrap(reference.unrotated_query),
+        inputs,
+        list(range(len(inputs))),
+        dtype,
+        name="unrotated_query",
+    )
+
+
+# --- the fused, indexed query ------------------------------------------------------------------------
+
+# (batch, n, entities, relations): duplicates in the indices are the rule with few rows.
+INDEXED_SHAPES = [(1, 1, 1, 1), (999, 83, 50, 7), (64, 249, 300, 11)]
+
+
+def indexed_inputs(batch, n, entities, relations, device, chronor=True, max_day=4017, seed=0):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    inputs = [
+        randn(entities, 2 * n, device=device, scale=0.4, seed=seed),
+        randn(relations, 2 * n, device=device, scale=0.4, seed=seed + 1),
+        randn(relations, 2 * n, device=device, scale=0.4, seed=seed + 2) if chronor else None,
+        torch.randint(0, entities, (batch,), generator=g).to(device),
+        torch.randint(0, relations, (batch,), generator=g).to(device),
+        torch.randint(0, max_day, (batch,), generator=g).double().to(device),
+        torch.rand(batch, generator=g, dtype=torch.float64).to(device),
+        torch.tensor(-3.0, dtype=torch.float64, device=device),  # log_s: s = 0.05 rad/day
+        torch.tensor(9.21, dtype=torch.float64, device=device),  # log_base: base = 10000
+    ]
+    return inputs
+
+
+def indexed_fn(op, chronor, tau0):
+    def fn(entity, w, *rest):
+        if chronor:
+            w_hat, ent_idx, rel_idx, tau, alpha, log_s, log_base = rest
+        else:
+            w_hat, (ent_idx, rel_idx, tau, alpha, log_s, log_base) = None, rest
+        return op(entity, w, w_hat, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0)
+
+    return fn
+
+
+def check_indexed(device, dtype, shape, chronor=True, tau0=0.0, max_day=4017, **overrides):
+    inputs = indexed_inputs(*shape, device, chronor=chronor, max_day=max_day)
+    for index, value in overrides.items():
+        inputs[int(index[1:])] = value
+    if not chronor:
+        inputs.pop(2)
+    floating = [i for i, t in enumerate(inputs) if t.is_floating_point()]
+    tau = 4 if chronor else 3
+    check(
+        indexed_fn(native.unrotated_query_indexed, chronor, tau0),
+        indexed_fn(reference.unrotated_query_indexed, chronor, tau0),
+        indexed_fn(reference.unrotated_query_indexed, chronor, tau0),
+        inputs,
+        floating,
+        dtype,
+        exact=(tau + 1,),
+        name="unrotated_query_indexed",
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", INDEXED_SHAPES)
+def test_unrotated_query_indexed(device, dtype, shape):
+    check_indexed(device, dtype, shape)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_unrotated_query_indexed_distmult_and_tau0(device):
+    check_indexed(device, torch.float32, (33, 20, 40, 5), chronor=False, tau0=2000.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_unrotated_query_indexed_clamps(device):
+    """Below the clamps (s >= 1e-9, base >= 2) the value is the clamp's and the gradient is 0."""
+    below = {
+        "i7": torch.tensor(-25.0, dtype=torch.float64, device=device),
+        "i8": torch.tensor(0.5, dtype=torch.float64, device=device),
+    }
+    check_indexed(device, torch.float32, (17, 9, 20, 3), max_day=10**7, **below)
+    inputs = indexed_inputs(17, 9, 20, 3, device)
+    inputs[7], inputs[8] = below["i7"].float().requires_grad_(), below["i8"].float().requires_grad_()
+    inputs = [t.float() if t.is_floating_point() and not t.requires_grad else t for t in inputs]
+    native.unrotated_query_indexed(*inputs, 0.0).sum().backward()
+    assert inputs[7].grad.item() == 0.0 and inputs[8].grad.item() == 0.0
+
+
+# --- cross-entropy over all entities -----------------------------------------------------------------
+
+# (batch, entities, 2n, tile rows, tile cols); None: the default tiles
+CE_CASES = [
+    (1, 1, 2, None, None),
+    (13, 70, 18, None, None),
+    (13, 70, 18, 5, 16),  # several row blocks and entity chunks: online log-sum-exp
+    (40, 37, 66, 40, 7),  # one row block, uneven chunks
+    (1, 10488, 166, None, None),
+]
+
+
+def ce_fn(op, reduction, rows, cols):
+    if op is native.cross_entropy_all and rows is not None:
+        return lambda q, e, target: native.cross_entropy_tiled(q, e, target, reduction, rows, cols)
+    return lambda q, e, target: op(q, e, target, reduction)
+
+
+def ce_inputs(batch, entities, width, device, seed=0, ignore=False):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    target = torch.randint(0, entities, (batch,), generator=g)
+    if ignore:
+        target[::3] = -100
+    q, e = randn(batch, width, device=device, seed=seed), randn(entities, width, device=device, seed=seed + 1)
+    return [q, e, target.to(device)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CE_CASES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_all(device, dtype, case, reduction):
+    batch, entities, width, rows, cols = case
+    check(
+        ce_fn(native.cross_entropy_all, reduction, rows, cols),
+        ce_fn(reference.cross_entropy_all, reduction, 0, 0),
+        ce_fn(truth_cross_entropy, reduction, 0, 0),
+        ce_inputs(batch, entities, width, device),
+        [0, 1],
+        dtype,
+        name=f"cross_entropy_all[{reduction}]",
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cross_entropy_all_icews_rows_and_entities(device):
+    """B = 999 against N = 10,488 entities (float32); narrow rows on the CPU to keep the float64
+    truth cheap, the paper's width (2n = 498) on a GPU."""
+    width = 498 if device == "cuda" else 18
+    check(
+        native.cross_entropy_all,
+        reference.cross_entropy_all,
+        truth_cross_entropy,
+        ce_inputs(999, 10488, width, device),
+        [0, 1],
+        torch.float32,
+        name="cross_entropy_all",
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_all_ignores_minus_100(device, reduction):
+    check(
+        ce_fn(native.cross_entropy_all, reduction, 4, 9),
+        ce_fn(reference.cross_entropy_all, reduction, 0, 0),
+        ce_fn(truth_cross_entropy, reduction, 0, 0),
+        ce_inputs(12, 30, 8, device, ignore=True),
+        [0, 1],
+        torch.float32,
+        name="cross_entropy_all",
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_cross_entropy_all_gradient_of_one_input(device, reduction):
+    """Only q, or only the table, requires grad (the other gradient is skipped)."""
+    q, e, target = ce_inputs(21, 50, 12, device)
+    for wrt in ([0], [1]):
+        check(
+            ce_fn(native.cross_entropy_all, reduction, 8, 20),
+            ce_fn(reference.cross_entropy_all, reduction, 0, 0),
+            ce_fn(truth_cross_entropy, reduction, 0, 0),
+            [q, e, target],
+            wrt,
+            torch.float32,
+            name="cross_entropy_all",
+        )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cross_entropy_all_without_grad(device):
+    q, e, target = (t.float() if t.is_floating_point() else t for t in ce_inputs(9, 40, 10, device))
+    with torch.no_grad():
+        loss = native.cross_entropy_tiled(q.requires_grad_(), e, target, "mean", 4, 16)
+    torch.testing.assert_close(loss, reference.cross_entropy_all(q, e, target), rtol=1e-5, atol=1e-6)
+    assert not loss.requires_grad
+
+
+def test_cross_entropy_blocks_bound_the_tile(monkeypatch):
+    monkeypatch.setattr(native, "CE_TILE_ELEMENTS", 1 << 20)
+    for batch, entities in [(1, 1), (2000, 10488), (4096, 1_000_000), (10, 5)]:
+        rows, cols = native.cross_entropy_blocks(batch, entities)
+        assert 1 <= rows <= batch and 1 <= cols <= entities
+        assert rows * cols <= max(1 << 20, rows), (batch, entities, rows, cols)
+        assert cols == entities or rows <= native.CE_MIN_BLOCK_ROWS
+
+
+# --- score_all and n3 ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_score_all(device, dtype):
+    q, e = randn(5, 18, device=device), randn(11, 18, device=device, seed=1)
+    check(native.score_all, reference.score_all, reference.score_all, [q, e], [0, 1], dtype, name="score_all")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["l4", "modulus3"])
+@pytest.mark.parametrize("rows, n", [(1, 1), (999, 83), (4, 249)])
+def test_n3(device, dtype, kind, rows, n):
+    a, b = randn(rows, 2 * n, device=device), randn(3, 2 * n, device=device, seed=1)
+
+    def wrap(op):
+        return lambda a, b: op([a, b], kind)
+
+    check(wrap(native.n3), wrap(reference.n3), wrap(truth_n3), [a, b], [0, 1], dtype, name=f"n3[{kind}]")
+
+
+def test_n3_takes_any_leading_shape():
+    x = randn(2, 3, 8).float()
+    torch.testing.assert_close(native.n3([x], "modulus3"), reference.n3([x], "modulus3"))
+    torch.testing.assert_close(native.n3([x[0, 0]]), reference.n3([x[0, 0]]))

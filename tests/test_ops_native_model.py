@@ -1,0 +1,131 @@
+"""The model through ``rotmem.ops`` with ``ROTMEM_BACKEND=native`` equals the torch backend; the
+native backend's errors name the bad input, and a build without CUDA refuses CUDA tensors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rotmem import losses
+from rotmem.models.romem import RoMem
+from rotmem.ops import backend, native
+
+pytestmark = pytest.mark.skipif(not native.is_available("cpu"), reason=native.unavailable_reason("cpu"))
+
+
+def make_model(backbone: str, speed: str) -> tuple[RoMem, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    model = RoMem(40, 6, dim=36, k=3, backbone=backbone, speed=speed, tau0=16000.0, init_s=0.05)
+    if speed == "learned":
+        with torch.no_grad():
+            model.speed.logit.normal_()
+    g = torch.Generator().manual_seed(1)
+    facts = torch.stack(
+        [
+            torch.randint(0, 40, (25,), generator=g),
+            torch.randint(0, 6, (25,), generator=g),
+            torch.randint(0, 40, (25,), generator=g),
+            torch.randint(16000, 20000, (25,), generator=g),
+        ],
+        dim=1,
+    )
+    negative_days = facts[:, 3:].double() + torch.randint(-400, 400, (25, 4), generator=g).double()
+    return model, facts, negative_days
+
+
+def loss_and_grads(model, facts, negative_days, kind):
+    model.zero_grad()
+    loss = (
+        losses.one_vs_all_loss(model, facts)
+        + 0.01 * losses.embedding_regularizer(model, facts, kind=kind)
+        + 0.5 * losses.time_contrastive_loss(model, facts, negative_days, sigma_years=0.5)
+    )
+    loss.backward()
+    return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("backbone", ["chronor", "distmult"])
+@pytest.mark.parametrize("speed, kind", [("constant", "l4"), ("learned", "modulus3")])
+def test_training_loss_and_gradients_match_torch_backend(monkeypatch, backbone, speed, kind):
+    model, facts, negative_days = make_model(backbone, speed)
+    monkeypatch.setenv("ROTMEM_BACKEND", "torch")
+    ref_loss, ref_grads = loss_and_grads(model, facts, negative_days, kind)
+    monkeypatch.setenv("ROTMEM_BACKEND", "native")
+    assert backend.backend_name(torch.device("cpu")) == "native"
+    loss, grads = loss_and_grads(model, facts, negative_days, kind)
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-5)
+    assert grads.keys() == ref_grads.keys()
+    for name, grad in grads.items():
+        torch.testing.assert_close(
+            grad, ref_grads[name], rtol=1e-4, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}"
+        )
+
+
+def test_scores_match_torch_backend(monkeypatch):
+    model, facts, negative_days = make_model("chronor", "learned")
+    h, r, t, day = facts.unbind(1)
+    results = {}
+    for name in ("torch", "native"):
+        monkeypatch.setenv("ROTMEM_BACKEND", name)
+        with torch.no_grad():
+            results[name] = [
+                model.score_tails(h, r, day),
+                model.score_heads(r, t, day),
+                model.score(h, r, t, day),
+                model.score(h, r, t, negative_days),
+            ]
+    for got, want in zip(results["native"], results["torch"], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_cpu_picks_native_automatically(monkeypatch):
+    monkeypatch.delenv("ROTMEM_BACKEND", raising=False)
+    assert backend.backend_name(torch.device("cpu")) == "native"
+
+
+# --- errors -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(bool(native._C.WITH_CUDA), reason="this build has the CUDA kernels")
+def test_build_without_cuda_refuses_cuda_tensors(monkeypatch):
+    assert not native.is_available("cuda")
+    assert "built without CUDA support" in native.unavailable_reason("cuda")
+    monkeypatch.setenv("ROTMEM_BACKEND", "native")
+    with pytest.raises(RuntimeError, match="built without CUDA support"):
+        backend.backend_module(torch.device("cuda"))
+    # The CUDA kernel slot of every op holds an error, not a silent fallback.
+    cuda = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
+    x, theta = torch.zeros(2, 4), torch.zeros(2, 2)
+    with pytest.raises(RuntimeError, match="rotmem was built without CUDA support: rotmem::rotate"):
+        torch.ops.rotmem.rotate.default.redispatch(cuda, x, theta)
+    with pytest.raises(RuntimeError, match="built without CUDA support: rotmem::n3"):
+        torch.ops.rotmem.n3.default.redispatch(cuda, x, "l4")
+
+
+def test_bad_indices_are_named():
+    entity, w = torch.zeros(5, 4), torch.zeros(3, 4)
+    args = dict(
+        tau=torch.zeros(2), alpha=torch.ones(2), log_s=torch.tensor(0.0), log_base=torch.tensor(2.0), tau0=0.0
+    )
+    with pytest.raises(RuntimeError, match=r"ent_idx\[1\] = 5 is out of range for an entity table of 5 rows"):
+        native.unrotated_query_indexed(entity, w, None, torch.tensor([0, 5]), torch.tensor([0, 0]), **args)
+    with pytest.raises(RuntimeError, match=r"rel_idx\[0\] = -1 is out of range"):
+        native.unrotated_query_indexed(entity, w, None, torch.tensor([0, 1]), torch.tensor([-1, 0]), **args)
+    with pytest.raises(ValueError, match="w_hat_table"):
+        native.unrotated_query_indexed(
+            entity, w, w.double(), torch.tensor([0, 1]), torch.tensor([0, 0]), **args
+        )
+
+
+def test_bad_cross_entropy_inputs_are_named():
+    q, e = torch.zeros(3, 4), torch.zeros(6, 4)
+    with pytest.raises(RuntimeError, match=r"target\[2\] = 6 is out of range for 6 entities"):
+        native.cross_entropy_all(q, e, torch.tensor([0, 1, 6]))
+    with pytest.raises(ValueError, match="reduction"):
+        native.cross_entropy_all(q, e, torch.tensor([0, 1, 2]), reduction="max")
+    with pytest.raises(ValueError, match="dtype"):
+        native.cross_entropy_all(q, e.double(), torch.tensor([0, 1, 2]))
+    with pytest.raises(ValueError, match="kind"):
+        native.n3([q], kind="l3")
+    with pytest.raises(ValueError, match=r"\[\.\.\., 2n\]"):
+        native.rotate(torch.zeros(2, 3), torch.zeros(2, 1))
