@@ -1,0 +1,408 @@
+"""Time and measure the memory of every RoMem op, and of one whole training step, per backend.
+
+Providers: ``eager`` (``rotmem.ops.reference``), ``compile`` (``torch.compile`` of the reference),
+``native`` (csrc, when built for the device) and ``triton`` (CUDA only). Modes: ``forward``,
+``backward`` (the forward runs untimed before it) and ``forward+backward``. Shapes: ICEWS05-15
+(B = 1000, n = 249, N = 10,488, R = 251) and a large graph (N = 1,000,000, B = 4,096; on the CPU
+a smaller batch, ``--large-batch``, and only the fused cross-entropy by default).
+
+Writes ``<out-dir>/kernels_<device>.csv`` (op, mode, provider, shape, dtype, device, ms_median,
+ms_p20, ms_p80, peak_mem_mb, gb_per_s), a summary of the ratios against eager
+(``kernels_<device>.txt``) and a chart (``kernels_<device>.png``); prints the command that made it.
+
+Peak memory is the growth of allocated memory above what the inputs already hold, during one
+run: ``torch.cuda.max_memory_allocated`` on a GPU; on the CPU the allocator's events recorded by
+the PyTorch profiler (every tensor, including those the native and compiled code allocate).
+Times on a shared CPU are only comparable as ratios: providers run interleaved, rep by rep.
+
+    python benchmarks/kernels.py                       # this machine's default device
+    python benchmarks/kernels.py --device cuda --dtype float32,bfloat16
+    python benchmarks/kernels.py --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from plot_kernels import plot  # noqa: E402
+
+from rotmem.ops import reference  # noqa: E402
+from rotmem.ops.backend import _load, available  # noqa: E402
+
+OPS = ("rotate", "unrotated_query_indexed", "cross_entropy_all", "n3", "score_all", "step")
+MODES = ("forward", "backward", "forward+backward")
+PROVIDERS = ("eager", "compile", "native", "triton")
+COLUMNS = (
+    "op",
+    "mode",
+    "provider",
+    "shape",
+    "dtype",
+    "device",
+    "ms_median",
+    "ms_p20",
+    "ms_p80",
+    "peak_mem_mb",
+    "gb_per_s",
+)
+TAU0 = 12784.0  # 2005-01-01, days since 1970-01-01
+REGULARIZER_WEIGHT = 0.01
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    batch: int
+    n: int
+    entities: int
+    relations: int
+
+    def label(self) -> str:
+        return f"{self.name} (B={self.batch}, n={self.n}, N={self.entities})"
+
+
+ICEWS = Shape("icews05-15", 1000, 249, 10488, 251)
+QUICK = Shape("quick", 8, 7, 50, 5)
+
+
+def large_shape(batch: int) -> Shape:
+    return Shape("large", batch, 249, 1_000_000, 251)
+
+
+# --- inputs and calls --------------------------------------------------------------------------
+def step(ops, entity, w, w_hat, alpha_logit, log_s, log_base, h, r, t, tau):
+    """One Phase-2 training objective: queries both ways, fused CE over all entities, N3 / B."""
+    alpha = torch.sigmoid(alpha_logit[r])
+    q = torch.cat(
+        [
+            ops.unrotated_query_indexed(entity, w, w_hat, h, r, tau, alpha, log_s, log_base, TAU0),
+            ops.unrotated_query_indexed(entity, w, w_hat, t, r, tau, alpha, log_s, log_base, TAU0),
+        ]
+    )
+    rows = [entity[h], w[r], w_hat[r], entity[t]]
+    ce = ops.cross_entropy_all(q, entity, torch.cat([t, h]))
+    return ce + REGULARIZER_WEIGHT * ops.n3(rows) / h.shape[0]
+
+
+def make_inputs(op: str, shape: Shape, dtype: torch.dtype, device: str) -> tuple[list, list[int]]:
+    """Arguments of ``op`` at ``shape`` and the positions of those that take gradients."""
+    g = torch.Generator().manual_seed(0)
+    B, n, N, R = shape.batch, shape.n, shape.entities, shape.relations
+
+    def uniform(*size, scale=0.4):
+        return ((torch.rand(*size, generator=g) * 2 - 1) * scale).to(device, dtype)
+
+    def ids(high, count=B):
+        return torch.randint(0, high, (count,), generator=g).to(device)
+
+    days = (TAU0 + torch.randint(0, 4017, (B,), generator=g).double()).to(device, dtype)
+    if op == "rotate":  # the time-contrastive loss rotates B facts at 1 + J = 5 times
+        return [uniform(5 * B, 2 * n), uniform(5 * B, n, scale=math.pi)], [0, 1]
+    if op == "unrotated_query_indexed":
+        tables = [uniform(N, 2 * n), uniform(R, 2 * n), uniform(R, 2 * n)]
+        alpha = torch.rand(B, generator=g).to(device, dtype)
+        spectrum = [
+            torch.tensor(math.log(0.05), device=device, dtype=dtype),
+            torch.tensor(9.21, device=device, dtype=dtype),
+        ]
+        return [*tables, ids(N), ids(R), days, alpha, *spectrum, TAU0], [0, 1, 2, 6, 7, 8]
+    if op == "cross_entropy_all":
+        return [uniform(B, 2 * n, scale=1.0), uniform(N, 2 * n), ids(N)], [0, 1]
+    if op == "score_all":
+        return [uniform(B, 2 * n, scale=1.0), uniform(N, 2 * n)], [0, 1]
+    if op == "n3":
+        return [uniform(B, 2 * n) for _ in range(4)], [0, 1, 2, 3]
+    if op == "step":
+        tables = [
+            uniform(N, 2 * n),
+            uniform(R, 2 * n),
+            uniform(R, 2 * n),
+            torch.zeros(R, device=device, dtype=dtype),
+        ]
+        spectrum = [
+            torch.tensor(math.log(0.05), device=device, dtype=dtype),
+            torch.tensor(9.21, device=device, dtype=dtype),
+        ]
+        return [*tables, *spectrum, ids(N), ids(R), ids(N), days], [0, 1, 2, 3, 4, 5]
+    raise ValueError(f"unknown op {op!r}; expected one of {OPS}")
+
+
+def op_function(op: str, ops_module) -> Callable:
+    if op == "step":
+        return lambda *args: step(ops_module, *args)
+    if op == "n3":
+        return lambda *rows: ops_module.n3(list(rows))
+    return getattr(ops_module, op)
+
+
+def providers_for(device: str, wanted: list[str]) -> dict[str, object]:
+    """Provider name -> ops module (``compile`` uses the reference) for those that run here."""
+    found = {}
+    for name in wanted:
+        if name in ("eager", "compile"):
+            found[name] = reference
+        elif name == "triton" and device != "cuda":
+            continue  # the CPU interpreter is a test tool, not something to time
+        elif available(name, device):
+            found[name] = _load(name)
+    return found
+
+
+# --- measurement -------------------------------------------------------------------------------
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_once(fn: Callable, args: list, grad_idx: list[int], mode: str, device: str) -> float:
+    """Milliseconds of one ``mode`` run of ``fn(*args)``."""
+    wrt = [args[i] for i in grad_idx]
+    if mode == "backward":
+        out = fn(*args)
+        synchronize(device)
+    start = time.perf_counter()
+    if mode != "backward":
+        out = fn(*args)
+    if mode != "forward":
+        torch.autograd.grad(out, wrt, torch.ones_like(out) if out.dim() == 0 else _grad_like(out))
+    synchronize(device)
+    return (time.perf_counter() - start) * 1e3
+
+
+_GRADS: dict[tuple, torch.Tensor] = {}
+
+
+def _grad_like(out: torch.Tensor) -> torch.Tensor:
+    key = (tuple(out.shape), out.dtype, out.device)
+    if key not in _GRADS:
+        _GRADS[key] = torch.randn_like(out)
+    return _GRADS[key]
+
+
+def peak_memory_mb(fn: Callable, args: list, grad_idx: list[int], mode: str, device: str) -> float:
+    """Peak growth of allocated memory (MiB) during one ``mode`` run."""
+    if device == "cuda":
+        synchronize(device)
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        run_once(fn, args, grad_idx, mode if mode != "backward" else "forward+backward", device)
+        return (torch.cuda.max_memory_allocated() - base) / 2**20
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run_once(fn, args, grad_idx, mode if mode != "backward" else "forward+backward", device)
+    cpu = torch._C._autograd.DeviceType.CPU
+    events = [
+        e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]" and e.device_type() == cpu
+    ]
+    current = peak = 0
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        current += event.nbytes()
+        peak = max(peak, current)
+    return peak / 2**20
+
+
+def bytes_moved(op: str, args: list) -> int | None:
+    """Bytes a memory-bound op must read and write once (for GB/s), else None."""
+    if op == "rotate":
+        x, theta = args
+        return (2 * x.numel() + theta.numel()) * x.element_size()
+    if op == "copy":
+        return 2 * args[0].numel() * args[0].element_size()
+    return None
+
+
+def measure(op, shape, dtype, device, providers, modes, reps, warmup) -> list[dict]:
+    args, grad_idx = make_inputs(op, shape, dtype, device)
+    for i in grad_idx:
+        args[i].requires_grad_(True)
+    functions = {}
+    for name, module in providers.items():
+        fn = op_function(op, module)
+        functions[name] = torch.compile(fn) if name == "compile" else fn
+    rows = []
+    for mode in modes:
+        times = {name: [] for name in functions}
+        for _ in range(warmup):
+            for fn in functions.values():
+                run_once(fn, args, grad_idx, mode, device)
+        for _ in range(reps):  # interleaved, so load on a shared machine hits every provider alike
+            for name, fn in functions.items():
+                times[name].append(run_once(fn, args, grad_idx, mode, device))
+        for name, fn in functions.items():
+            rows.append(
+                row(
+                    op,
+                    mode,
+                    name,
+                    shape,
+                    dtype,
+                    device,
+                    times[name],
+                    peak_memory_mb(fn, args, grad_idx, mode, device),
+                    bytes_moved(op, args) if mode == "forward" else None,
+                )
+            )
+    return rows
+
+
+def row(op, mode, provider, shape, dtype, device, times, peak_mb, nbytes) -> dict:
+    q = statistics.quantiles(times, n=10, method="inclusive") if len(times) > 1 else [times[0]] * 9
+    median = statistics.median(times)
+    return {
+        "op": op,
+        "mode": mode,
+        "provider": provider,
+        "shape": shape.label(),
+        "dtype": str(dtype).removeprefix("torch."),
+        "device": device,
+        "ms_median": round(median, 4),
+        "ms_p20": round(q[1], 4),
+        "ms_p80": round(q[7], 4),
+        "peak_mem_mb": round(peak_mb, 3),
+        "gb_per_s": "" if nbytes is None else round(nbytes / (median * 1e-3) / 1e9, 2),
+    }
+
+
+def copy_row(shape, dtype, device, reps, warmup) -> dict:
+    """A plain tensor copy of rotate's input: the device's practical bandwidth."""
+    x = make_inputs("rotate", shape, dtype, device)[0][0]
+    fn = torch.clone
+    for _ in range(warmup):
+        run_once(fn, [x], [], "forward", device)
+    times = [run_once(fn, [x], [], "forward", device) for _ in range(reps)]
+    return row(
+        "copy",
+        "forward",
+        "torch",
+        shape,
+        dtype,
+        device,
+        times,
+        peak_memory_mb(fn, [x], [], "forward", device),
+        bytes_moved("copy", [x]),
+    )
+
+
+# --- reporting ---------------------------------------------------------------------------------
+def summary(rows: list[dict]) -> list[str]:
+    """Speed-up (eager ms / provider ms) and memory ratio (provider / eager) per op and mode."""
+    lines = []
+    eager = {(r["op"], r["mode"], r["shape"], r["dtype"]): r for r in rows if r["provider"] == "eager"}
+    for r in rows:
+        base = eager.get((r["op"], r["mode"], r["shape"], r["dtype"]))
+        if r["provider"] == "eager" or base is None:
+            continue
+        speed = base["ms_median"] / r["ms_median"] if r["ms_median"] else float("nan")
+        memory = f"{r['peak_mem_mb'] / base['peak_mem_mb']:5.2f}x" if base["peak_mem_mb"] else "  n/a"
+        lines.append(
+            f"{r['shape']:<40} {r['dtype']:<8} {r['op']:<24} {r['mode']:<17} {r['provider']:<8} "
+            f"{speed:6.2f}x faster than eager   peak memory {memory} eager"
+        )
+    for r in rows:
+        if r["gb_per_s"] != "":
+            lines.append(
+                f"{r['shape']:<40} {r['dtype']:<8} {r['op']:<24} {r['provider']:<8} {r['gb_per_s']} GB/s"
+            )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", default="float32", help="comma-separated: float32,bfloat16")
+    parser.add_argument("--shapes", default="icews,large", help="comma-separated: icews,large")
+    parser.add_argument("--ops", default=",".join(OPS))
+    parser.add_argument("--providers", default=",".join(PROVIDERS))
+    parser.add_argument("--compile-ops", default=None, help="ops for the compile provider (default: all)")
+    parser.add_argument("--reps", type=int, default=None, help="timed reps (default 10 on CPU, 50 on GPU)")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument(
+        "--large-batch", type=int, default=None, help="B of the large graph (CPU default 1024)"
+    )
+    parser.add_argument(
+        "--large-ops", default=None, help="ops at the large shape (CPU default cross_entropy_all)"
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny shapes and 2 reps: a smoke test")
+    parser.add_argument("--out-dir", default=str(Path(__file__).resolve().parent / "results"))
+    args = parser.parse_args(argv)
+    command = "python " + " ".join(
+        shlex.quote(a) for a in [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
+    )
+    device = args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda but no CUDA device is visible")
+    on_gpu = device == "cuda"
+    reps = args.reps or (2 if args.quick else 50 if on_gpu else 10)
+    dtypes = [getattr(torch, name) for name in args.dtype.split(",")]
+    ops = args.ops.split(",")
+    compile_ops = ops if args.compile_ops is None else args.compile_ops.split(",")
+    large_ops = (args.large_ops or (",".join(ops) if on_gpu else "cross_entropy_all")).split(",")
+    shapes = [QUICK] if args.quick else []
+    if not args.quick:
+        for name in args.shapes.split(","):
+            shapes.append(
+                ICEWS if name == "icews" else large_shape(args.large_batch or (4096 if on_gpu else 1024))
+            )
+    providers = providers_for(device, args.providers.split(","))
+    print(f"device {device}, providers {list(providers)}, reps {reps}", flush=True)
+
+    rows: list[dict] = []
+    for shape in shapes:
+        large = shape.name == "large"
+        for dtype in dtypes:
+            if "rotate" in ops and not large:
+                rows.append(copy_row(shape, dtype, device, reps, args.warmup))
+            for op in ops:
+                if large and op not in large_ops:
+                    continue
+                here = {k: v for k, v in providers.items() if k != "compile" or op in compile_ops}
+                modes = ("forward",) if op == "score_all" else MODES
+                if large and not on_gpu:  # each run takes tens of seconds on a CPU
+                    modes, op_reps, op_warmup = ("forward+backward",), 1, 0
+                    here = {k: v for k, v in here.items() if k != "compile"}
+                else:
+                    op_reps, op_warmup = reps, args.warmup
+                t0 = time.perf_counter()
+                new = measure(op, shape, dtype, device, here, modes, op_reps, op_warmup)
+                rows += new
+                for r in new:
+                    print(
+                        f"{r['shape']:<40} {r['dtype']:<8} {op:<24} {r['mode']:<17} {r['provider']:<8} "
+                        f"{r['ms_median']:>10.3f} ms  {r['peak_mem_mb']:>10.1f} MiB",
+                        flush=True,
+                    )
+                print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
+
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / f"kernels_{device}.csv"
+    with csv_path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = summary(rows)
+    (out / f"kernels_{device}.txt").write_text("\n".join([f"# {command}", *lines]) + "\n")
+    plot(csv_path, out / f"kernels_{device}.png")
+    print("\n".join(lines))
+    print(f"wrote {csv_path}, {out / f'kernels_{device}.txt'}, {out / f'kernels_{device}.png'}")
+    print(f"made by: {command}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
