@@ -1,0 +1,40 @@
+"""The ``rotmem`` console script: data info, fit through LightningCLI, evaluate, demo."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rotmem.cli import main
+
+
+def test_data_info_synthetic(capsys):
+    assert main(["data", "info", "synthetic"]) == 0
+    out = capsys.readouterr().out
+    assert "entities 288" in out and "relations 5" in out
+
+
+def test_data_info_icews(icews, capsys):
+    from tests.conftest import icews_dir
+
+    assert main(["data", "info", "icews05-15", "--data-dir", str(icews_dir().parent)]) == 0
+    assert "entities 10,488  relations 251  days 4,017" in capsys.readouterr().out
+
+
+def test_demo_trains_and_answers_then_evaluate_reads_the_checkpoint(tmp_path, capsys):
+    assert main(["demo", "--data", "synthetic", "--epochs", "2", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "test (time-aware filter): MRR" in out
+    assert "(person_" in out and "lives in, ?)" in out and "president of" in out
+    ckpt = next(tmp_path.rglob("*.ckpt"))
+    assert main(["evaluate", "--ckpt", str(ckpt), "--data", "synthetic", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    for key in ("time-aware/strict", "static/strict", "time-aware/pessimistic", "static/pessimistic"):
+        assert 0.0 < result[key]["mrr"] <= 1.0
+    assert result["static/strict"]["mrr"] >= result["time-aware/strict"]["mrr"]
+
+
+def test_unknown_subcommand_is_rejected():
+    with pytest.raises(SystemExit):
+        main(["levitate"])
