@@ -83,6 +83,11 @@ def large_shape(batch: int) -> Shape:
     return Shape("large", batch, 249, 1_000_000, 251)
 
 
+def bandwidth_shape(rows: int) -> Shape:
+    """``rotate`` on ``rows`` vectors (``make_inputs`` rotates 5 B rows: the contrastive loss's count)."""
+    return Shape("bandwidth", max(1, rows // 5), 249, 1, 1)
+
+
 # --- inputs and calls --------------------------------------------------------------------------
 def step(ops, entity, w, w_hat, alpha_logit, log_s, log_base, h, r, t, tau):
     """One Phase-2 training objective: queries both ways, fused CE over all entities, N3 / B."""
@@ -254,7 +259,7 @@ def measure(op, shape, dtype, device, providers, modes, reps, warmup) -> list[di
                     device,
                     times[name],
                     peak_memory_mb(fn, args, grad_idx, mode, device),
-                    bytes_moved(op, args) if mode == "forward" else None,
+                    None,
                 )
             )
     return rows
@@ -278,24 +283,22 @@ def row(op, mode, provider, shape, dtype, device, times, peak_mb, nbytes) -> dic
     }
 
 
-def copy_row(shape, dtype, device, reps, warmup) -> dict:
-    """A plain tensor copy of rotate's input: the device's practical bandwidth."""
-    x = make_inputs("rotate", shape, dtype, device)[0][0]
-    fn = torch.clone
-    for _ in range(warmup):
-        run_once(fn, [x], [], "forward", device)
-    times = [run_once(fn, [x], [], "forward", device) for _ in range(reps)]
-    return row(
-        "copy",
-        "forward",
-        "torch",
-        shape,
-        dtype,
-        device,
-        times,
-        peak_memory_mb(fn, [x], [], "forward", device),
-        bytes_moved("copy", [x]),
-    )
+def bandwidth_rows(shape, dtype, device, providers, reps, warmup) -> list[dict]:
+    """``rotate`` forward beside a plain tensor copy of its input: GB/s against the practical peak."""
+    args, _ = make_inputs("rotate", shape, dtype, device)
+    rows = []
+    cases = {"torch": (torch.clone, [args[0]])} | {
+        name: (op_function("rotate", m), args) for name, m in providers.items()
+    }
+    for name, (fn, fn_args) in cases.items():
+        fn = torch.compile(fn) if name == "compile" else fn
+        for _ in range(warmup):
+            run_once(fn, fn_args, [], "forward", device)
+        times = [run_once(fn, fn_args, [], "forward", device) for _ in range(reps)]
+        op = "copy" if name == "torch" else "rotate"
+        peak = peak_memory_mb(fn, fn_args, [], "forward", device)
+        rows.append(row(op, "forward", name, shape, dtype, device, times, peak, bytes_moved(op, fn_args)))
+    return rows
 
 
 # --- reporting ---------------------------------------------------------------------------------
@@ -332,6 +335,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=None, help="timed reps (default 10 on CPU, 50 on GPU)")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument(
+        "--compile-shapes", default="icews05-15,bandwidth", help="shapes for the compile provider (or: large)"
+    )
+    parser.add_argument(
+        "--bandwidth-rows", type=int, default=None, help="rows of rotate's GB/s test (GPU 2**20)"
+    )
+    parser.add_argument(
         "--large-batch", type=int, default=None, help="B of the large graph (CPU default 1024)"
     )
     parser.add_argument(
@@ -359,24 +368,35 @@ def main(argv: list[str] | None = None) -> int:
                 ICEWS if name == "icews" else large_shape(args.large_batch or (4096 if on_gpu else 1024))
             )
     providers = providers_for(device, args.providers.split(","))
+    compile_shapes = args.compile_shapes.split(",")
+
+    def providers_at(shape: Shape) -> dict[str, object]:
+        if shape.name == "quick" or shape.name in compile_shapes:
+            return providers
+        return {k: v for k, v in providers.items() if k != "compile"}
+
     print(f"device {device}, providers {list(providers)}, reps {reps}", flush=True)
 
     rows: list[dict] = []
+    for dtype in dtypes:
+        if "rotate" in ops:
+            shape = (
+                QUICK if args.quick else bandwidth_shape(args.bandwidth_rows or (1 << 20 if on_gpu else 5000))
+            )
+            rows += bandwidth_rows(shape, dtype, device, providers_at(shape), reps, args.warmup)
     for shape in shapes:
         large = shape.name == "large"
         for dtype in dtypes:
-            if "rotate" in ops and not large:
-                rows.append(copy_row(shape, dtype, device, reps, args.warmup))
             for op in ops:
                 if large and op not in large_ops:
                     continue
-                here = {k: v for k, v in providers.items() if k != "compile" or op in compile_ops}
+                here = {k: v for k, v in providers_at(shape).items() if k != "compile" or op in compile_ops}
                 modes = ("forward",) if op == "score_all" else MODES
-                if large and not on_gpu:  # each run takes tens of seconds on a CPU
-                    modes, op_reps, op_warmup = ("forward+backward",), 1, 0
-                    here = {k: v for k, v in here.items() if k != "compile"}
-                else:
-                    op_reps, op_warmup = reps, args.warmup
+                op_reps, op_warmup = reps, args.warmup
+                if large:  # each run takes tens of seconds on a CPU, tenths on a GPU
+                    op_reps = max(3, reps // 5) if on_gpu else 1
+                    if not on_gpu:
+                        modes, op_warmup = ("forward+backward",), 0
                 t0 = time.perf_counter()
                 new = measure(op, shape, dtype, device, here, modes, op_reps, op_warmup)
                 rows += new
