@@ -173,7 +173,7 @@ def test_unseen_relation_strings_get_a_speed(synthetic_gate):
     assert alpha.shape == (4,) and bool((torch.isfinite(alpha) & (alpha > 0) & (alpha < 1)).all())
 
 
-def test_cli_pretrain_writes_gate_and_alpha_table(tmp_path, synthetic_gate):
+def test_cli_pretrain_writes_gate_and_alpha_table(tmp_path, synthetic_gate, capsys):
     parser = argparse.ArgumentParser()
     gate_command.register(parser.add_subparsers())
     out = tmp_path / "gate"
@@ -189,4 +189,15 @@ def test_cli_pretrain_writes_gate_and_alpha_table(tmp_path, synthetic_gate):
     speeds = relation_speeds(out / "gate.pt", kg.relations)
     assert speeds.dtype == torch.float32 and speeds.shape == (len(kg.relations),)
     assert torch.allclose(speeds, torch.tensor([float(row["alpha"]) for row in rows]))
-    assert SemanticSpeedGate.load(out / "gate.pt").metadata["epochs"] == 3
+    metadata = SemanticSpeedGate.load(out / "gate.pt").metadata
+    assert (
+        metadata["epochs"] == 3 and metadata["lr"] == 5e-3
+    )  # the CLI's default (configs/gate-icews05-15.yaml)
+    assert metadata["mining"]["pairs"] > 0
+
+    capsys.readouterr()
+    args = parser.parse_args(["gate", "alpha", "--gate", str(out / "gate.pt"), "lives in", "resides in"])
+    assert args.run(args) == 0
+    printed = [line.split("\t") for line in capsys.readouterr().out.strip().splitlines()]
+    assert [text for _, text in printed] == ["lives in", "resides in"]
+    assert float(printed[0][0]) == pytest.approx(float(speeds[kg.relations.index("lives in")]), abs=1e-4)

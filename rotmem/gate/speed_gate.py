@@ -97,7 +97,7 @@ class SemanticSpeedGate(nn.Module):
     @classmethod
     def load(cls, path: str | Path, encoder: RelationEncoder | None = None) -> SemanticSpeedGate:
         """A gate written by ``save``, in eval mode on the CPU (optionally with a given encoder)."""
-        path = Path(path)
+        path = Path(path).expanduser()
         if not path.is_file():
             raise FileNotFoundError(
                 f"no Semantic Speed Gate at {path}: pretrain one with "

@@ -1,0 +1,262 @@
+"""How well the Semantic Speed Gate tracks how fast relations change, on seen and unseen relations.
+
+For each Phase-1 setting (the config's, and the paper's literal lr 5e-4 / 100 epochs):
+- in-sample: pretrain on all transitions of the training split, Spearman(α, observed change rate)
+  over relations with ≥ 1 mined pair, and over those with ≥ 20 pairs (less noisy rates);
+- zero-shot: for each seed, pretrain on the transitions of a random 80% of the relations that have
+  pairs, Spearman on the held-out 20% (α from text only; change rate from the same training split);
+- paraphrases: α of ICEWS relation strings next to α of hand-written paraphrases (config setting);
+- a PNG: α against the change rate, and the sorted α bars naming the most static/dynamic relations.
+The synthetic KG's gate (configs/gate-synthetic.yaml) is reported too.
+
+    ROTMEM_DATA_DIR=../shared/data python benchmarks/gate_report.py            # ~5 min on 2 cores
+    python benchmarks/gate_report.py --seeds 3 --skip-paper                   # quick
+
+Writes ``benchmarks/results/gate_*.csv`` and ``gate_alpha_icews05-15.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import shlex
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import yaml
+from scipy.stats import spearmanr
+
+from lightning_modules.phase1_gate import GateTransitionData, pretrain_gate
+from rotmem.data import load_dataset, synthetic_kg
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+MIN_PAIRS = 20
+
+# (ICEWS05-15 relation, a paraphrase written by hand)
+PARAPHRASES = [
+    ("Make a visit", "pay a visit to"),
+    ("Host a visit", "receive a visiting delegation from"),
+    ("Consult", "hold consultations with"),
+    ("Make statement", "issue a statement about"),
+    ("Praise or endorse", "speak approvingly of"),
+    ("Criticize or denounce", "condemn"),
+    ("Arrest, detain, or charge with legal action", "take into custody"),
+    ("Sign formal agreement", "sign an agreement with"),
+    ("Use conventional military force", "carry out a military attack on"),
+    ("Express intent to meet or negotiate", "say they are willing to hold talks with"),
+    ("Make an appeal or request", "ask for help from"),
+    ("Accuse", "level accusations against"),
+    ("Engage in negotiation", "negotiate with"),
+    ("Threaten", "issue threats against"),
+    ("Demand", "make demands of"),
+    ("Discuss by telephone", "talk on the phone with"),
+    ("Reject", "turn down"),
+]
+
+
+def setting_from_config(path: Path) -> dict:
+    config = yaml.safe_load(path.read_text())
+    data = {k: v for k, v in config["data"].items() if k not in ("dataset", "data_dir")}
+    return {
+        "name": path.stem,
+        "lr": float(config["model"]["lr"]),
+        "epochs": int(config["trainer"]["max_epochs"]),
+        "seed": int(config.get("seed_everything", 0)),
+        "data": data,
+    }
+
+
+def fit(kg, setting: dict, train_relations: list[str] | None = None):
+    data = GateTransitionData(kg=kg, train_relations=train_relations, **setting["data"])
+    module = pretrain_gate(data, lr=setting["lr"], seed=setting["seed"], max_epochs=setting["epochs"])
+    with torch.no_grad():
+        alpha = module.gate(data.embeddings)
+    return data, module, alpha
+
+
+def spearman(alpha: torch.Tensor, rate: torch.Tensor, ids: torch.Tensor) -> float:
+    return float(spearmanr(alpha[ids].numpy(), rate[ids].numpy()).statistic) if len(ids) > 2 else float("nan")
+
+
+def evaluate_setting(kg, setting: dict, seeds: int):
+    """(summary, zero-shot rows, α [R], the data, the fitted module) of one Phase-1 setting."""
+    data, module, alpha = fit(kg, setting)
+    pairs, rate = data.all_transitions.per_relation()
+    with_pairs = torch.nonzero(pairs > 0).squeeze(1)
+    many = torch.nonzero(pairs >= MIN_PAIRS).squeeze(1)
+    summary = {
+        "setting": setting["name"],
+        "lr": setting["lr"],
+        "epochs": setting["epochs"],
+        "loss_final": round(module.losses[-1], 4),
+        "relations": len(with_pairs),
+        "spearman": round(spearman(alpha, rate, with_pairs), 3),
+        f"relations_ge{MIN_PAIRS}": len(many),
+        f"spearman_ge{MIN_PAIRS}": round(spearman(alpha, rate, many), 3),
+    }
+    zero_shot = []
+    for seed in range(seeds):
+        order = with_pairs[torch.randperm(len(with_pairs), generator=torch.Generator().manual_seed(seed))]
+        held, seen = order[: round(0.2 * len(order))], order[round(0.2 * len(order)) :]
+        _, _, zs_alpha = fit(kg, setting, [kg.relations[i] for i in seen.tolist()])
+        held_many = held[pairs[held] >= MIN_PAIRS]
+        zero_shot.append(
+            {
+                "setting": setting["name"],
+                "seed": seed,
+                "held_out": len(held),
+                "spearman": round(spearman(zs_alpha, rate, held), 3),
+                f"held_out_ge{MIN_PAIRS}": len(held_many),
+                f"spearman_ge{MIN_PAIRS}": round(spearman(zs_alpha, rate, held_many), 3),
+            }
+        )
+        print(f"  zero-shot seed {seed}: {zero_shot[-1]}", flush=True)
+    for key in ("spearman", f"spearman_ge{MIN_PAIRS}"):
+        values = [row[key] for row in zero_shot]
+        summary[f"zero_shot_{key}_mean"] = round(statistics.fmean(values), 3)
+        summary[f"zero_shot_{key}_sd"] = round(statistics.pstdev(values), 3)
+    summary["zero_shot_seeds"] = seeds
+    return summary, zero_shot, alpha, data, module
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
+
+
+def plot(
+    alpha: torch.Tensor, data: GateTransitionData, spearman_all: float, path: Path, top: int = 12
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs, rate = data.all_transitions.per_relation()
+    has = pairs > 0
+    fig, (left, right) = plt.subplots(1, 2, figsize=(15, 7), gridspec_kw={"width_ratios": [1, 1.25]})
+    left.scatter(rate[has], alpha[has], s=8 + 6 * torch.log1p(pairs[has].float()), alpha=0.6)
+    left.set_xlabel("observed change rate of the relation's slots (train split)")
+    left.set_ylabel("gate speed α")
+    left.set_title(
+        f"{data.kg.name}: α vs change rate, {int(has.sum())} relations (Spearman {spearman_all:.2f})"
+    )
+    order = torch.argsort(alpha[has])
+    names = [data.kg.relations[i] for i in torch.nonzero(has).squeeze(1)[order].tolist()]
+    values = alpha[has][order].tolist()
+    picked = list(range(top)) + list(range(len(values) - top, len(values)))
+    labels = [names[i][:48] for i in picked]
+    colors = ["tab:blue"] * top + ["tab:red"] * top
+    right.barh(range(len(picked)), [values[i] for i in picked], color=colors)
+    right.set_yticks(range(len(picked)), labels, fontsize=8)
+    right.axhline(top - 0.5, color="grey", lw=0.8, ls="--")
+    right.set_xlabel("gate speed α")
+    right.set_title(f"sorted α: the {top} most static (blue) and {top} most dynamic (red) relations")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", default="icews05-15")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--config", default=str(CONFIGS / "gate-icews05-15.yaml"))
+    parser.add_argument("--seeds", type=int, default=20, help="zero-shot splits")
+    parser.add_argument("--skip-paper", action="store_true", help="only the config's setting")
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(
+        "command: ROTMEM_DATA_DIR="
+        + os.environ.get("ROTMEM_DATA_DIR", "")
+        + " python "
+        + shlex.join(sys.argv)
+    )
+
+    kg = load_dataset(args.data, args.data_dir)
+    main_setting = setting_from_config(Path(args.config))
+    settings = [main_setting]
+    if not args.skip_paper and (main_setting["lr"], main_setting["epochs"]) != (5e-4, 100):
+        settings.append({**main_setting, "name": "paper (lr 5e-4, 100 epochs)", "lr": 5e-4, "epochs": 100})
+
+    summaries, zero_shot_rows = [], []
+    for setting in settings:
+        print(f"setting {setting['name']}: lr {setting['lr']}, {setting['epochs']} epochs", flush=True)
+        summary, zero_shot, alpha, data, module = evaluate_setting(kg, setting, args.seeds)
+        print(f"  {summary}", flush=True)
+        summaries.append(summary)
+        zero_shot_rows += zero_shot
+        if setting is main_setting:
+            main_alpha, main_data, main_summary, main_module = alpha, data, summary, module
+    tag = kg.name
+    write_csv(out / f"gate_summary_{tag}.csv", summaries)
+    write_csv(out / f"gate_zero_shot_{tag}.csv", zero_shot_rows)
+
+    pairs, rate = main_data.all_transitions.per_relation()
+    write_csv(
+        out / f"gate_alpha_{tag}.csv",
+        [
+            {
+                "relation": name,
+                "alpha": round(float(main_alpha[i]), 5),
+                "change_rate": "" if pairs[i] == 0 else round(float(rate[i]), 5),
+                "pairs": int(pairs[i]),
+            }
+            for i, name in enumerate(kg.relations)
+        ],
+    )
+    plot(main_alpha, main_data, main_summary["spearman"], out / f"gate_alpha_{tag}.png")
+
+    # Paraphrases: the gate trained on all relations (config setting), α of text it never saw.
+    originals = [a for a, _ in PARAPHRASES]
+    unknown = [a for a in originals if a not in kg.relations]
+    if unknown:
+        raise SystemExit(f"paraphrase table names relations not in {kg.name}: {unknown}")
+    with torch.no_grad():
+        a_orig = main_module.gate.alpha(originals)
+        a_para = main_module.gate.alpha([b for _, b in PARAPHRASES])
+    rows = [
+        {
+            "relation": a,
+            "paraphrase": b,
+            "alpha_relation": round(float(x), 4),
+            "alpha_paraphrase": round(float(y), 4),
+            "abs_diff": round(abs(float(x) - float(y)), 4),
+        }
+        for (a, b), x, y in zip(PARAPHRASES, a_orig, a_para, strict=True)
+    ]
+    write_csv(out / f"gate_paraphrases_{tag}.csv", rows)
+    within = sum(row["abs_diff"] <= 0.15 for row in rows)
+    print(f"paraphrases within 0.15: {within}/{len(rows)}")
+
+    # The synthetic KG: static vs dynamic relations, with its own config.
+    syn = synthetic_kg().kg
+    syn_setting = setting_from_config(CONFIGS / "gate-synthetic.yaml")
+    syn_data, _, syn_alpha = fit(syn, syn_setting)
+    syn_pairs, syn_rate = syn_data.all_transitions.per_relation()
+    write_csv(
+        out / "gate_alpha_synthetic.csv",
+        [
+            {
+                "relation": name,
+                "alpha": round(float(syn_alpha[i]), 5),
+                "change_rate": round(float(syn_rate[i]), 5),
+                "pairs": int(syn_pairs[i]),
+            }
+            for i, name in enumerate(syn.relations)
+        ],
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
