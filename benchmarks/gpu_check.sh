@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# GPU check, one H200 in at most ~8 minutes: build the CUDA extension, run the GPU tests, the kernel
+# benchmarks (with rotate's GB/s beside a plain copy's), and time one ICEWS05-15 epoch at the
+# paper's size. Every step has its own time limit and log; a failed step does not stop the others.
+#
+#   bash benchmarks/gpu_check.sh                # writes under $OUT, else benchmarks/results/gpu_check
+#   ROTMEM_DATA_DIR=/path/to/data bash benchmarks/gpu_check.sh
+#   GPU_CHECK_STEPS="tests kernels" bash benchmarks/gpu_check.sh   # a subset of: build tests kernels epoch
+#
+# Without a GPU the build, benchmark and epoch steps still run on the CPU (a dry run of the script).
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-benchmarks/results/gpu_check}"
+mkdir -p "$OUT"
+SUMMARY="$OUT/summary.txt"
+STEPS="${GPU_CHECK_STEPS:-build tests kernels epoch}"
+PYTHON="${PYTHON:-python}"
+: >"$SUMMARY"
+
+wanted() { [[ " $STEPS " == *" $1 "* ]]; }
+
+# step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log, record rc and seconds.
+step() {
+    local name=$1 limit=$2 start=$SECONDS rc
+    shift 2
+    echo "== $name (limit ${limit}s): $*" | tee -a "$SUMMARY"
+    timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+    rc=$?
+    tail -n 25 "$OUT/$name.log"
+    echo "== $name: rc=$rc$([[ $rc == 124 ]] && echo ' (timed out)') in $((SECONDS - start)) s" | tee -a "$SUMMARY"
+}
+
+{
+    date -u +"%Y-%m-%dT%H:%M:%SZ"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
+    "$PYTHON" -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'gpu', torch.cuda.get_device_name() if torch.cuda.is_available() else None)"
+} | tee -a "$SUMMARY"
+if "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then DEVICE=cuda; else DEVICE=cpu; fi
+
+if wanted build; then
+    # the native extension, with its CUDA kernels when nvcc and a CUDA torch are present
+    step build 180 "$PYTHON" -m pip install --no-deps --no-build-isolation -e .
+fi
+
+if wanted tests; then
+    # the ops tests run on the GPU when one is visible; -m "not slow" keeps them within the limit
+    step tests 150 "$PYTHON" -m pytest -q -p no:cacheprovider -m "not slow" \
+        tests/test_ops_triton.py tests/test_ops_properties.py tests/test_ops_compile.py \
+        $(ls tests/test_ops_native*.py 2>/dev/null)
+fi
+
+if wanted kernels; then
+    if [[ $DEVICE == cuda ]]; then
+        step kernels 150 "$PYTHON" benchmarks/kernels.py --device cuda --dtype float32,bfloat16 \
+            --compile-ops step,rotate,cross_entropy_all --out-dir "$OUT"
+    else
+        step kernels 150 "$PYTHON" benchmarks/kernels.py --device cpu --quick --out-dir "$OUT"
+    fi
+    grep -h "GB/s\|step .*forward+backward" "$OUT/kernels_$DEVICE.txt" 2>/dev/null | tee -a "$SUMMARY"
+fi
+
+if wanted epoch; then
+    DATA="${ROTMEM_DATA_DIR:-../shared/data}"
+    if [[ -f "$DATA/icews05-15/train.txt" ]]; then
+        export ROTMEM_DATA_DIR="$(cd "$DATA" && pwd)"
+        # the paper's size (dim 500, k = 3, batch 1000); speed "constant" because no pretrained gate
+        # travels with this check (the gate only changes alpha, not the work per step)
+        EPOCH_ARGS=(fit --config configs/icews05-15-chronor.yaml --trainer.max_epochs 1
+            --model.speed constant --model.gate_path null --trainer.logger.init_args.save_dir "$OUT/runs")
+        [[ $DEVICE == cpu ]] && EPOCH_ARGS+=(--trainer.limit_train_batches 3)
+        step epoch 150 "$PYTHON" -m rotmem.cli "${EPOCH_ARGS[@]}"
+        grep -o "[0-9.]*it/s\|[0-9.]*s/it" "$OUT/epoch.log" | tail -n 1 | sed 's/^/epoch speed: /' | tee -a "$SUMMARY"
+    else
+        echo "== epoch: skipped, no ICEWS05-15 under $DATA (set ROTMEM_DATA_DIR)" | tee -a "$SUMMARY"
+    fi
+fi
+
+echo "everything is under $OUT ($SUMMARY)"
