@@ -187,3 +187,16 @@ def test_online_fit_learns_the_stored_facts(memory) -> None:
         assert max(scores, key=scores.get) == f.tail
     records = memory.retrieve("Where does Ana live?", k=5, now="2021-04-01")
     assert any(r.s_kge > 0 for r in records)
+
+
+def test_speeds_from_a_gate_file_go_through_relation_speeds(memory, monkeypatch, tmp_path) -> None:
+    calls = []
+
+    def fake_relation_speeds(path, relations):
+        calls.append((path, list(relations)))
+        return torch.full((len(relations),), 0.25)
+
+    monkeypatch.setattr("rotmem.gate.relation_speeds", fake_relation_speeds)
+    memory.speeds = tmp_path / "gate.pt"
+    assert memory.relation_speeds(["lives in", "works as"]).tolist() == [0.25, 0.25]
+    assert calls == [(tmp_path / "gate.pt", ["lives in", "works as"])]
