@@ -110,9 +110,12 @@ class CachedEncoder:
         return self._cache[texts[0]]
 
 
-def build_memory(bench: StateUpdateBenchmark, encoder, fit: FitConfig | None) -> tuple[TemporalMemory, dict]:
-    """All sessions ingested in one batch (turns in the side store); RoMem fitted unless ``fit`` is None."""
-    memory = TemporalMemory(encoder=encoder)
+def build_memory(
+    bench: StateUpdateBenchmark, encoder, fit: FitConfig | None, gate: str | None = None
+) -> tuple[TemporalMemory, dict]:
+    """All sessions ingested in one batch (turns in the side store); RoMem fitted unless ``fit`` is None,
+    with speeds from the gate file ``gate`` (else alpha = 1)."""
+    memory = TemporalMemory(encoder=encoder, speeds=gate)
     t0 = time.perf_counter()
     memory.add_sessions(
         dict(
@@ -343,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
         "--generate", help="package.module:function, a generate(prompt) -> str (default: reader)"
     )
     parser.add_argument("--fit-epochs", type=int, default=FitConfig.epochs, help="0: RoMem not fitted")
+    parser.add_argument(
+        "--gate", help="a Semantic Speed Gate file (gate.pt) for RoMem's speeds (default alpha = 1)"
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (the machine is shared)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", default="state_update", help="output file stem")
@@ -361,7 +367,7 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> int:
     bench = generate(args.personas, args.sessions, args.seed)
     encoder = SentenceEncoder() if args.encoder == "minilm" else HashingEncoder(256)
     fit = FitConfig(epochs=args.fit_epochs) if args.fit_epochs > 0 else None
-    memory, stats = build_memory(bench, CachedEncoder(encoder), fit)
+    memory, stats = build_memory(bench, CachedEncoder(encoder), fit, args.gate)
     if args.generate:
         generate_fn, reader = load_generator(args.generate)
     else:
@@ -382,8 +388,15 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> int:
         f"ingestion {stats['ingest_s']:.1f} s (embedding included); evaluation {stats['evaluate_s']:.1f} s",
     ]
     if fit is not None:
+        speeds = memory.model.speed.table.tolist() if memory.model.speed.source == "gate" else None
+        alpha = (
+            "alpha = 1 (no gate)"
+            if speeds is None
+            else "gate alpha "
+            + ", ".join(f"{r} {a:.2f}" for r, a in zip(memory.model.relations, speeds, strict=True))
+        )
         notes.append(
-            f"RoMem online fit: {int(stats['facts'])} facts, {fit.epochs} epochs, dim {fit.dim}, "
+            f"RoMem online fit: {int(stats['facts'])} facts, {fit.epochs} epochs, dim {fit.dim}, {alpha}, "
             f"{stats['fit_s']:.1f} s, final loss {stats['loss']:.3f}"
         )
     args.out.mkdir(parents=True, exist_ok=True)
