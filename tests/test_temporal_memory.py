@@ -77,6 +77,10 @@ def test_dropped_facts_get_no_times_and_bad_facts_write_nothing(memory: Temporal
         memory.add_sessions([dict(session_id="s6", facts=[], text="x")])
     with pytest.raises(ValueError, match="bad date"):
         memory.add_session("s7", [], date="May 2021", text="x")
+    with pytest.raises(ValueError, match="fact 0: bad t_happen 'soon'"):
+        memory.add_session("s8", [("Ana", "lives in", "Oslo", "soon")], date="2021-05-01", text="Oslo")
+    with pytest.raises(ValueError, match="finite"):
+        memory.add_session("s8", [("Ana", "lives in", "Oslo", float("nan"))], date="2021-05-01", text="Oslo")
     assert len(memory.facts()) == 5 and len(memory.store.sessions()) == 4
 
 

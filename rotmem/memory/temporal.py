@@ -5,7 +5,8 @@ Facts are the store's records plus their times: ``(h, r, t, t_happen, t_obs, sou
 ``source`` the session id; all days are days since 1970-01-01. They live append-only in the table
 ``temporal_facts`` of the store's own SQLite database (same file, same connection), keyed by the
 store's record id. A session's records and their times are written in one transaction (the
-store's ``before_commit`` hook): both land or neither does.
+store's ``before_commit`` hook): both land or neither does. Records written to the store directly
+(not through this class) have no times: they are ranked on similarity alone and left out of ``fit``.
 
 ``t_happen`` is given with a fact or read from the session text: the first time expression
 (``rotmem.memory.time_expressions``) in the sentence holding the fact's object, resolved against
@@ -124,6 +125,19 @@ class FitConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _happen_day(value: Any, where: str) -> float:
+    """A given ``t_happen`` as float days, or a ValueError naming the fact."""
+    try:
+        day = (
+            float(value) if isinstance(value, int | float) and not isinstance(value, bool) else as_day(value)
+        )
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: bad t_happen {value!r} ({error})") from None
+    if not math.isfinite(day):
+        raise ValueError(f"{where}: t_happen must be finite, got {value!r}")
+    return float(day)
+
+
 def happened_day(obj: str, text: str | None, t_obs: float) -> float:
     """``t_happen`` of a fact told on ``t_obs`` whose object is ``obj`` (see the module docs)."""
     if not text:
@@ -225,7 +239,12 @@ class TemporalMemory:
                         f"object) or (subject, relation, object, t_happen), got {fact!r}"
                     )
                 triples.append(tuple(fact[:3]))
-                whens.append(fact[3] if len(fact) == 4 else None)
+                when = fact[3] if len(fact) == 4 else None
+                whens.append(
+                    None
+                    if when is None
+                    else _happen_day(when, f"session {session.get('session_id')!r}, fact {i}")
+                )
             session["facts"] = triples
             prepared.append(session)
             timings.append((t_obs, whens, session.get("text")))
@@ -240,15 +259,14 @@ class TemporalMemory:
                     if tuple(part.strip() for part in fact) not in dropped
                 ]
                 for record_id, ((head, relation, tail), when) in zip(result.record_ids, kept, strict=True):
-                    t_happen = float(as_day(when)) if when is not None else happened_day(tail, text, t_obs)
+                    t_happen = when if when is not None else happened_day(tail, text, t_obs)
                     rows.append(
                         (record_id, head.strip(), relation.strip(), tail.strip(), t_happen, float(t_obs),
                          result.session_id)
                     )  # fmt: skip
             connection.executemany("INSERT INTO temporal_facts VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
-        results = self.store.add_sessions(prepared, before_commit=write_times)
-        return results
+        return self.store.add_sessions(prepared, before_commit=write_times)
 
     # --- reads ------------------------------------------------------------------------------
     def facts(self) -> list[TemporalFact]:
