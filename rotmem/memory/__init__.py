@@ -13,12 +13,14 @@ from rotmem.memory.records import DroppedFact, DuplicateSessionError, Passage, R
 from rotmem.memory.relation_weights import DEFAULT_SYNONYMS, DEFAULT_WEIGHTS, RelationWeights
 from rotmem.memory.render import render
 from rotmem.memory.store import TEMStore
+from rotmem.memory.temporal import FitConfig, TemporalMemory
 
 __all__ = [
     "DEFAULT_SYNONYMS",
     "DEFAULT_WEIGHTS",
     "DroppedFact",
     "DuplicateSessionError",
+    "FitConfig",
     "HashingEncoder",
     "Passage",
     "Record",
@@ -27,6 +29,7 @@ __all__ = [
     "Session",
     "SessionResult",
     "TEMStore",
+    "TemporalMemory",
     "TextEncoder",
     "render",
 ]
