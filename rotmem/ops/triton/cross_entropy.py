@@ -117,21 +117,9 @@ def _ce_grad_logits_kernel(
     col_mask = local < count
     cols = first + local.to(tl.int64)
     z = _logits_tile(
-        Qp,
-        E,
-        rows,
-        cols,
-        row_mask,
-        col_mask,
-        D,
-        stride_q,
-        stride_e,
-        BLOCK_B,
-        BLOCK_N,
-        BLOCK_K,
-        PRECISION,
-        FP64,
-    )
+        Qp, E, rows, cols, row_mask, col_mask, D, stride_q, stride_e,
+        BLOCK_B, BLOCK_N, BLOCK_K, PRECISION, FP64,
+    )  # fmt: skip
     lse = tl.load(LSE + rows, mask=row_mask, other=0.0)
     grad_loss = tl.load(GRAD_LOSS + rows, mask=row_mask, other=0.0)
     target = tl.load(TARGET + rows, mask=row_mask, other=-1)
@@ -252,6 +240,8 @@ def cross_entropy_all(
         )
     if q.dtype != entity.dtype:
         raise ValueError(f"q ({q.dtype}) and entity ({entity.dtype}) must have the same dtype")
+    if entity.shape[0] == 0:
+        raise ValueError("entity is empty: cross-entropy needs at least one candidate")
     if target.shape != (q.shape[0],):
         raise ValueError(f"target must have shape ({q.shape[0]},) like q's rows, got {tuple(target.shape)}")
     check_index("target", target, entity.shape[0])
