@@ -22,6 +22,8 @@
 #include <string>
 #include <tuple>
 
+#include "checks.h"
+
 namespace rotmem {
 
 constexpr int64_t kIgnoreIndex = -100;  // as torch.nn.functional.cross_entropy
@@ -68,14 +70,7 @@ inline void check_cross_entropy_inputs(const at::Tensor& q, const at::Tensor& en
   TORCH_CHECK(entity.size(0) > 0, op, ": the entity table is empty");
   TORCH_CHECK(block_rows > 0 && block_cols > 0, op, ": block_rows and block_cols must be positive, got ",
               block_rows, " and ", block_cols);
-  if (target.numel() > 0) {
-    const at::Tensor bad = (target != kIgnoreIndex) & ((target < 0) | (target >= entity.size(0)));
-    if (bad.any().item<bool>()) {
-      const int64_t i = bad.nonzero().select(1, 0)[0].item<int64_t>();
-      TORCH_CHECK(false, op, ": target[", i, "] = ", target[i].item<int64_t>(), " is out of range for ",
-                  entity.size(0), " entities");
-    }
-  }
+  check_index_range(op, target, entity.size(0), "target", "the entity table", kIgnoreIndex);
 }
 
 // coef_b = grad_b * valid_b (/ #valid for "mean"), the weight of row b in the loss; grad may be

@@ -119,7 +119,7 @@ def test_bad_indices_are_named():
 
 def test_bad_cross_entropy_inputs_are_named():
     q, e = torch.zeros(3, 4), torch.zeros(6, 4)
-    with pytest.raises(RuntimeError, match=r"target\[2\] = 6 is out of range for 6 entities"):
+    with pytest.raises(RuntimeError, match=r"target\[2\] = 6 is out of range for the entity table of 6 rows"):
         native.cross_entropy_all(q, e, torch.tensor([0, 1, 6]))
     with pytest.raises(ValueError, match="reduction"):
         native.cross_entropy_all(q, e, torch.tensor([0, 1, 2]), reduction="max")

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "../checks.h"
 #include "../pair_math.h"
 
 namespace rotmem {
@@ -19,19 +20,6 @@ inline void sin_cos(double t, double& s, double& c) { ::sincos(t, &s, &c); }
 
 // Rows per parallel task: about 4096 pairs of work each.
 int64_t row_grain(int64_t n) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)); }
-
-void check_rows(const char* op, const at::Tensor& x, const at::Tensor& theta, const char* x_name) {
-  TORCH_CHECK(x.dim() == 2 && theta.dim() == 2 && x.size(0) == theta.size(0) && x.size(1) == 2 * theta.size(1),
-              op, ": expected ", x_name, " [M, 2n] and theta [M, n], got ", x_name, " ", x.sizes(), " and theta ",
-              theta.sizes());
-  TORCH_CHECK(x.scalar_type() == theta.scalar_type(), op, ": ", x_name, " and theta must have one dtype, got ",
-              x.scalar_type(), " and ", theta.scalar_type());
-}
-
-void check_same(const char* op, const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {
-  TORCH_CHECK(a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type(), op, ": ", b_name, " ", b.sizes(), " ",
-              b.scalar_type(), " must match ", a_name, " ", a.sizes(), " ", a.scalar_type());
-}
 
 // ---------------------------------------------------------------------------------------------
 at::Tensor rotate_cpu(const at::Tensor& x_in, const at::Tensor& theta_in) {
@@ -184,59 +172,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> unrotated_query_backw
 // The fused, indexed query: gathers rows, computes theta = alpha * s * (tau - tau0) * omega_j on
 // the fly, and builds q. Only omega [n] is precomputed (once per call).
 
-struct IndexedInputs {
-  at::Tensor entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha;
-  double log_s, log_base, tau0;
-  int64_t batch, n;
-};
-
-IndexedInputs check_indexed(const char* op, const at::Tensor& entity, const at::Tensor& w_table,
-                            const std::optional<at::Tensor>& w_hat_table, const at::Tensor& ent_idx,
-                            const at::Tensor& rel_idx, const at::Tensor& tau, const at::Tensor& alpha,
-                            const at::Tensor& log_s, const at::Tensor& log_base, double tau0) {
-  TORCH_CHECK(entity.dim() == 2 && entity.size(1) % 2 == 0 && entity.size(1) > 0, op,
-              ": entity must be [N, 2n] with n >= 1, got ", entity.sizes());
-  TORCH_CHECK(w_table.dim() == 2 && w_table.size(1) == entity.size(1), op, ": w_table must be [R, ", entity.size(1),
-              "], got ", w_table.sizes());
-  TORCH_CHECK(w_table.scalar_type() == entity.scalar_type(), op, ": w_table dtype ", w_table.scalar_type(),
-              " differs from entity dtype ", entity.scalar_type());
-  if (w_hat_table) check_same(op, w_table, "w_table", *w_hat_table, "w_hat_table");
-  const int64_t batch = ent_idx.numel();
-  for (const auto& [t, name] : {std::pair{ent_idx, "ent_idx"}, std::pair{rel_idx, "rel_idx"}}) {
-    TORCH_CHECK(t.dim() == 1 && t.scalar_type() == at::kLong, op, ": ", name, " must be a 1-D int64 tensor, got ",
-                t.sizes(), " ", t.scalar_type());
-  }
-  for (const auto& [t, name] : {std::pair{rel_idx, "rel_idx"}, std::pair{tau, "tau"}, std::pair{alpha, "alpha"}}) {
-    TORCH_CHECK(t.dim() == 1 && t.size(0) == batch, op, ": ", name, " must be [", batch, "] like ent_idx, got ",
-                t.sizes());
-  }
-  TORCH_CHECK(log_s.numel() == 1 && log_base.numel() == 1, op, ": log_s and log_base must be scalars, got ",
-              log_s.sizes(), " and ", log_base.sizes());
-  IndexedInputs in;
-  in.entity = entity.contiguous();
-  in.w_table = w_table.contiguous();
-  in.w_hat_table = w_hat_table ? w_hat_table->contiguous() : at::Tensor();
-  in.ent_idx = ent_idx.contiguous();
-  in.rel_idx = rel_idx.contiguous();
-  const auto acc = entity.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  in.tau = tau.to(acc).contiguous();
-  in.alpha = alpha.to(acc).contiguous();
-  in.log_s = log_s.item<double>();
-  in.log_base = log_base.item<double>();
-  in.tau0 = tau0;
-  in.batch = batch;
-  in.n = entity.size(1) / 2;
-  const int64_t* ep = in.ent_idx.const_data_ptr<int64_t>();
-  const int64_t* rp = in.rel_idx.const_data_ptr<int64_t>();
-  for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK(ep[b] >= 0 && ep[b] < entity.size(0), op, ": ent_idx[", b, "] = ", ep[b],
-                " is out of range for an entity table of ", entity.size(0), " rows");
-    TORCH_CHECK(rp[b] >= 0 && rp[b] < w_table.size(0), op, ": rel_idx[", b, "] = ", rp[b],
-                " is out of range for a relation table of ", w_table.size(0), " rows");
-  }
-  return in;
-}
-
 // omega_j = base^(-j/n), rounded exactly as reference.spectrum computes it in acc_t.
 template <typename acc_t>
 std::vector<acc_t> spectrum(double log_base, int64_t n) {
@@ -248,11 +183,17 @@ std::vector<acc_t> spectrum(double log_base, int64_t n) {
 
 // speed_b = alpha_b * s * (tau_b - tau0), s = exp(max(log_s, ln 1e-9)): the row's angle is speed_b * omega_j.
 template <typename acc_t>
-acc_t row_speed(const IndexedInputs& in, int64_t b) {
-  const acc_t s = std::exp(static_cast<acc_t>(std::max(in.log_s, kLogSMin)));
-  const acc_t dt = in.tau.const_data_ptr<acc_t>()[b] - static_cast<acc_t>(in.tau0);
-  return in.alpha.const_data_ptr<acc_t>()[b] * s * dt;
-}
+struct Speeds {
+  const acc_t* tau;
+  const acc_t* alpha;
+  acc_t s, tau0;
+  explicit Speeds(const IndexedInputs& in)
+      : tau(in.tau.const_data_ptr<acc_t>()),
+        alpha(in.alpha.const_data_ptr<acc_t>()),
+        s(std::exp(static_cast<acc_t>(std::max(in.log_s.item<double>(), kLogSMin)))),
+        tau0(static_cast<acc_t>(in.tau0)) {}
+  acc_t operator()(int64_t b) const { return alpha[b] * s * (tau[b] - tau0); }
+};
 
 at::Tensor unrotated_query_indexed_cpu(const at::Tensor& entity, const at::Tensor& w_table,
                                        const std::optional<at::Tensor>& w_hat_table, const at::Tensor& ent_idx,
@@ -265,7 +206,8 @@ at::Tensor unrotated_query_indexed_cpu(const at::Tensor& entity, const at::Tenso
   at::Tensor q = at::empty({in.batch, 2 * n}, entity.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, entity.scalar_type(), "rotmem::unrotated_query_indexed", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const std::vector<acc_t> omega = spectrum<acc_t>(in.log_base, n);
+    const std::vector<acc_t> omega = spectrum<acc_t>(in.log_base.item<double>(), n);
+    const Speeds<acc_t> speeds(in);
     const scalar_t* ep = in.entity.const_data_ptr<scalar_t>();
     const scalar_t* wp = in.w_table.const_data_ptr<scalar_t>();
     const scalar_t* vp = in.w_hat_table.defined() ? in.w_hat_table.const_data_ptr<scalar_t>() : nullptr;
@@ -278,7 +220,7 @@ at::Tensor unrotated_query_indexed_cpu(const at::Tensor& entity, const at::Tenso
         const scalar_t* w = wp + ridx[b] * 2 * n;
         const scalar_t* v = vp ? vp + ridx[b] * 2 * n : nullptr;
         scalar_t* qr = qp + b * 2 * n;
-        const acc_t speed = row_speed<acc_t>(in, b);
+        const acc_t speed = speeds(b);
         for (int64_t j = 0; j < n; ++j) {
           acc_t s, c, q_re, q_im;
           sin_cos(speed * omega[j], s, c);
@@ -339,7 +281,8 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, entity.scalar_type(), "rotmem::unrotated_query_indexed", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const std::vector<acc_t> omega = spectrum<acc_t>(in.log_base, n);
+    const std::vector<acc_t> omega = spectrum<acc_t>(in.log_base.item<double>(), n);
+    const Speeds<acc_t> speeds(in);
     const scalar_t* gp = grad.const_data_ptr<scalar_t>();
     const scalar_t* ep = in.entity.const_data_ptr<scalar_t>();
     const scalar_t* wp = in.w_table.const_data_ptr<scalar_t>();
@@ -360,7 +303,7 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
         scalar_t* dh = dhp + b * 2 * n;
         scalar_t* dw = dwp + b * 2 * n;
         scalar_t* dv = dvp ? dvp + b * 2 * n : nullptr;
-        const acc_t speed = row_speed<acc_t>(in, b);
+        const acc_t speed = speeds(b);
         acc_t sum1 = 0, sum2 = 0;
         for (int64_t j = 0; j < n; ++j) {
           acc_t s, c;
@@ -389,24 +332,24 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
     scatter_add_rows<scalar_t>(grad_w, ridx, d_w);
     if (chronor) scatter_add_rows<scalar_t>(grad_v, ridx, d_v);
 
-    const acc_t s = std::exp(static_cast<acc_t>(std::max(in.log_s, kLogSMin)));
+    const acc_t s = speeds.s;
     const acc_t* taup = in.tau.const_data_ptr<acc_t>();
     const acc_t* alphap = in.alpha.const_data_ptr<acc_t>();
     at::Tensor gt = at::empty({batch}, s1.options()), ga = at::empty({batch}, s1.options());
     acc_t* gtp = gt.mutable_data_ptr<acc_t>();
     acc_t* gap = ga.mutable_data_ptr<acc_t>();
     for (int64_t b = 0; b < batch; ++b) {
-      const acc_t speed = row_speed<acc_t>(in, b);
+      const acc_t speed = speeds(b);
       gtp[b] = s1p[b] * alphap[b] * s;
-      gap[b] = s1p[b] * s * (taup[b] - static_cast<acc_t>(tau0));
+      gap[b] = s1p[b] * s * (taup[b] - speeds.tau0);
       grad_log_s += static_cast<double>(s1p[b]) * static_cast<double>(speed);
       grad_log_base -= static_cast<double>(s2p[b]) * static_cast<double>(speed) / static_cast<double>(n);
     }
     grad_tau.copy_(gt);
     grad_alpha.copy_(ga);
   });
-  if (in.log_s < kLogSMin) grad_log_s = 0.0;
-  if (in.log_base < kLogBaseMin) grad_log_base = 0.0;
+  if (in.log_s.item<double>() < kLogSMin) grad_log_s = 0.0;
+  if (in.log_base.item<double>() < kLogBaseMin) grad_log_base = 0.0;
   return {grad_entity,
           grad_w,
           grad_v,

@@ -1,0 +1,355 @@
+// CUDA kernels of the rotation ops: rotate, unrotated_query and the fused, indexed query.
+// One thread per complex pair (grid-stride); sines and cosines in float (double for double).
+// The indexed query computes theta = alpha * s * (tau - tau0) * omega_j in registers, and its
+// backward adds the row gradients straight into the tables with atomics (no [B, 2n] buffer).
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+#include <ATen/cuda/Atomic.cuh>
+#include <torch/library.h>
+
+#include "../checks.h"
+#include "../pair_math.h"
+#include "common.cuh"
+
+namespace rotmem {
+namespace {
+
+using cuda::grid_for;
+using cuda::kThreads;
+using cuda::sin_cos;
+
+template <typename scalar_t>
+__global__ void rotate_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ theta,
+                              scalar_t* __restrict__ y, int64_t rows, int64_t n) {
+  using acc_t = at::opmath_type<scalar_t>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / n, j = i - r * n, re = r * 2 * n + j, im = re + n;
+    acc_t s, c, y_re, y_im;
+    sin_cos(static_cast<acc_t>(theta[i]), s, c);
+    rotate_pair<acc_t>(x[re], x[im], c, s, y_re, y_im);
+    y[re] = y_re;
+    y[im] = y_im;
+  }
+}
+
+template <typename scalar_t>
+__global__ void rotate_backward_kernel(const scalar_t* __restrict__ grad, const scalar_t* __restrict__ x,
+                                       const scalar_t* __restrict__ theta, scalar_t* __restrict__ grad_x,
+                                       scalar_t* __restrict__ grad_theta, int64_t rows, int64_t n) {
+  using acc_t = at::opmath_type<scalar_t>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / n, j = i - r * n, re = r * 2 * n + j, im = re + n;
+    acc_t s, c, dx_re, dx_im, dtheta;
+    sin_cos(static_cast<acc_t>(theta[i]), s, c);
+    rotate_pair_backward<acc_t>(grad[re], grad[im], x[re], x[im], c, s, dx_re, dx_im, dtheta);
+    grad_x[re] = dx_re;
+    grad_x[im] = dx_im;
+    grad_theta[i] = dtheta;
+  }
+}
+
+template <typename scalar_t>
+__global__ void query_kernel(const scalar_t* __restrict__ h, const scalar_t* __restrict__ w,
+                             const scalar_t* __restrict__ w_hat, const scalar_t* __restrict__ theta,
+                             scalar_t* __restrict__ q, int64_t rows, int64_t n) {
+  using acc_t = at::opmath_type<scalar_t>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / n, j = i - r * n, re = r * 2 * n + j, im = re + n;
+    acc_t s, c, q_re, q_im;
+    sin_cos(static_cast<acc_t>(theta[i]), s, c);
+    const acc_t rho_re = w_hat ? acc_t(w[re]) * acc_t(w_hat[re]) : acc_t(w[re]);
+    const acc_t rho_im = w_hat ? acc_t(w[im]) * acc_t(w_hat[im]) : acc_t(w[im]);
+    query_pair<acc_t>(h[re], h[im], rho_re, rho_im, c, s, q_re, q_im);
+    q[re] = q_re;
+    q[im] = q_im;
+  }
+}
+
+template <typename scalar_t>
+__global__ void query_backward_kernel(const scalar_t* __restrict__ grad, const scalar_t* __restrict__ h,
+                                      const scalar_t* __restrict__ w, const scalar_t* __restrict__ w_hat,
+                                      const scalar_t* __restrict__ theta, scalar_t* __restrict__ grad_h,
+                                      scalar_t* __restrict__ grad_w, scalar_t* __restrict__ grad_w_hat,
+                                      scalar_t* __restrict__ grad_theta, int64_t rows, int64_t n) {
+  using acc_t = at::opmath_type<scalar_t>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / n, j = i - r * n, re = r * 2 * n + j, im = re + n;
+    acc_t s, c;
+    sin_cos(static_cast<acc_t>(theta[i]), s, c);
+    const acc_t w_re = w[re], w_im = w[im];
+    const acc_t v_re = w_hat ? acc_t(w_hat[re]) : acc_t(1), v_im = w_hat ? acc_t(w_hat[im]) : acc_t(1);
+    const QueryPairGrad<acc_t> d = query_pair_backward<acc_t>(grad[re], grad[im], h[re], h[im], w_re * v_re,
+                                                              w_im * v_im, c, s);
+    grad_h[re] = d.h_re;
+    grad_h[im] = d.h_im;
+    grad_w[re] = d.rho_re * v_re;
+    grad_w[im] = d.rho_im * v_im;
+    if (grad_w_hat) {
+      grad_w_hat[re] = d.rho_re * w_re;
+      grad_w_hat[im] = d.rho_im * w_im;
+    }
+    grad_theta[i] = d.theta;
+  }
+}
+
+// Angle of pair j of row b: alpha_b * s * (tau_b - tau0) * base^(-j/n), with the spectrum's clamps.
+template <typename acc_t>
+struct Angle {
+  const acc_t* tau;
+  const acc_t* alpha;
+  const acc_t* log_s;
+  const acc_t* log_base;
+  acc_t tau0;
+  int64_t n;
+
+  __device__ __forceinline__ acc_t speed(int64_t b) const {
+    const acc_t s = cuda::exp_(max(*log_s, static_cast<acc_t>(kLogSMin)));
+    return alpha[b] * s * (tau[b] - tau0);
+  }
+  __device__ __forceinline__ acc_t omega(int64_t j) const {
+    const acc_t neg_lb = -max(*log_base, static_cast<acc_t>(kLogBaseMin));
+    return cuda::exp_(neg_lb * static_cast<acc_t>(j) / static_cast<acc_t>(n));
+  }
+};
+
+template <typename scalar_t, typename acc_t>
+__global__ void indexed_query_kernel(const scalar_t* __restrict__ entity, const scalar_t* __restrict__ w,
+                                     const scalar_t* __restrict__ w_hat, const int64_t* __restrict__ ent_idx,
+                                     const int64_t* __restrict__ rel_idx, Angle<acc_t> angle,
+                                     scalar_t* __restrict__ q, int64_t batch) {
+  const int64_t n = angle.n;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < batch * n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = i / n, j = i - b * n;
+    const int64_t h0 = ent_idx[b] * 2 * n, r0 = rel_idx[b] * 2 * n;
+    acc_t s, c, q_re, q_im;
+    sin_cos(angle.speed(b) * angle.omega(j), s, c);
+    const acc_t rho_re = w_hat ? acc_t(w[r0 + j]) * acc_t(w_hat[r0 + j]) : acc_t(w[r0 + j]);
+    const acc_t rho_im = w_hat ? acc_t(w[r0 + n + j]) * acc_t(w_hat[r0 + n + j]) : acc_t(w[r0 + n + j]);
+    query_pair<acc_t>(entity[h0 + j], entity[h0 + n + j], rho_re, rho_im, c, s, q_re, q_im);
+    q[b * 2 * n + j] = q_re;
+    q[b * 2 * n + n + j] = q_im;
+  }
+}
+
+// One block per row b: row gradients go into the tables with atomics; the block also sums
+// S1 = sum_j dtheta_j omega_j and S2 = sum_j dtheta_j omega_j j for the spectrum's gradients.
+template <typename scalar_t, typename acc_t>
+__global__ void indexed_query_backward_kernel(const scalar_t* __restrict__ grad, const scalar_t* __restrict__ entity,
+                                              const scalar_t* __restrict__ w, const scalar_t* __restrict__ w_hat,
+                                              const int64_t* __restrict__ ent_idx, const int64_t* __restrict__ rel_idx,
+                                              Angle<acc_t> angle, scalar_t* __restrict__ grad_entity,
+                                              scalar_t* __restrict__ grad_w, scalar_t* __restrict__ grad_w_hat,
+                                              acc_t* __restrict__ s1, acc_t* __restrict__ s2) {
+  __shared__ acc_t shared[32];
+  const int64_t n = angle.n, b = blockIdx.x;
+  const int64_t h0 = ent_idx[b] * 2 * n, r0 = rel_idx[b] * 2 * n, g0 = b * 2 * n;
+  const acc_t speed = angle.speed(b);
+  acc_t sum1 = 0, sum2 = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const acc_t omega = angle.omega(j);
+    acc_t s, c;
+    sin_cos(speed * omega, s, c);
+    const acc_t w_re = w[r0 + j], w_im = w[r0 + n + j];
+    const acc_t v_re = w_hat ? acc_t(w_hat[r0 + j]) : acc_t(1), v_im = w_hat ? acc_t(w_hat[r0 + n + j]) : acc_t(1);
+    const QueryPairGrad<acc_t> d = query_pair_backward<acc_t>(grad[g0 + j], grad[g0 + n + j], entity[h0 + j],
+                                                              entity[h0 + n + j], w_re * v_re, w_im * v_im, c, s);
+    gpuAtomicAdd(grad_entity + h0 + j, static_cast<scalar_t>(d.h_re));
+    gpuAtomicAdd(grad_entity + h0 + n + j, static_cast<scalar_t>(d.h_im));
+    gpuAtomicAdd(grad_w + r0 + j, static_cast<scalar_t>(d.rho_re * v_re));
+    gpuAtomicAdd(grad_w + r0 + n + j, static_cast<scalar_t>(d.rho_im * v_im));
+    if (grad_w_hat) {
+      gpuAtomicAdd(grad_w_hat + r0 + j, static_cast<scalar_t>(d.rho_re * w_re));
+      gpuAtomicAdd(grad_w_hat + r0 + n + j, static_cast<scalar_t>(d.rho_im * w_im));
+    }
+    const acc_t t = d.theta * omega;
+    sum1 += t;
+    sum2 += t * static_cast<acc_t>(j);
+  }
+  sum1 = cuda::block_sum(sum1, shared);
+  sum2 = cuda::block_sum(sum2, shared);
+  if (threadIdx.x == 0) {
+    s1[b] = sum1;
+    s2[b] = sum2;
+  }
+}
+
+template <typename scalar_t>
+const scalar_t* maybe(const at::Tensor& t) {
+  return t.defined() ? t.const_data_ptr<scalar_t>() : nullptr;
+}
+
+template <typename scalar_t>
+scalar_t* maybe_mut(at::Tensor& t) {
+  return t.defined() && t.numel() > 0 ? t.mutable_data_ptr<scalar_t>() : nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+at::Tensor rotate_cuda(const at::Tensor& x_in, const at::Tensor& theta_in) {
+  check_rows("rotmem::rotate", x_in, theta_in, "x");
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  const at::Tensor x = x_in.contiguous(), theta = theta_in.contiguous();
+  const int64_t rows = theta.size(0), n = theta.size(1);
+  at::Tensor y = at::empty_like(x);
+  if (rows * n == 0) return y;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "rotmem::rotate", [&] {
+    rotate_kernel<scalar_t><<<grid_for(rows * n), kThreads, 0, cuda::stream()>>>(
+        x.const_data_ptr<scalar_t>(), theta.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), rows, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor> rotate_backward_cuda(const at::Tensor& grad_in, const at::Tensor& x_in,
+                                                         const at::Tensor& theta_in) {
+  check_rows("rotmem::rotate_backward", x_in, theta_in, "x");
+  check_same("rotmem::rotate_backward", x_in, "x", grad_in, "grad");
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  const at::Tensor grad = grad_in.contiguous(), x = x_in.contiguous(), theta = theta_in.contiguous();
+  const int64_t rows = theta.size(0), n = theta.size(1);
+  at::Tensor grad_x = at::empty_like(x), grad_theta = at::empty_like(theta);
+  if (rows * n == 0) return {grad_x, grad_theta};
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "rotmem::rotate_backward", [&] {
+    rotate_backward_kernel<scalar_t><<<grid_for(rows * n), kThreads, 0, cuda::stream()>>>(
+        grad.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), theta.const_data_ptr<scalar_t>(),
+        grad_x.mutable_data_ptr<scalar_t>(), grad_theta.mutable_data_ptr<scalar_t>(), rows, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return {grad_x, grad_theta};
+}
+
+at::Tensor unrotated_query_cuda(const at::Tensor& h_in, const at::Tensor& w_in,
+                                const std::optional<at::Tensor>& w_hat_in, const at::Tensor& theta_in) {
+  const char* op = "rotmem::unrotated_query";
+  check_rows(op, h_in, theta_in, "h");
+  check_same(op, h_in, "h", w_in, "w");
+  if (w_hat_in) check_same(op, h_in, "h", *w_hat_in, "w_hat");
+  const c10::cuda::CUDAGuard guard(h_in.device());
+  const at::Tensor h = h_in.contiguous(), w = w_in.contiguous(), theta = theta_in.contiguous();
+  const at::Tensor w_hat = w_hat_in ? w_hat_in->contiguous() : at::Tensor();
+  const int64_t rows = theta.size(0), n = theta.size(1);
+  at::Tensor q = at::empty_like(h);
+  if (rows * n == 0) return q;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, h.scalar_type(), "rotmem::unrotated_query", [&] {
+    query_kernel<scalar_t><<<grid_for(rows * n), kThreads, 0, cuda::stream()>>>(
+        h.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), maybe<scalar_t>(w_hat),
+        theta.const_data_ptr<scalar_t>(), q.mutable_data_ptr<scalar_t>(), rows, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return q;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> unrotated_query_backward_cuda(
+    const at::Tensor& grad_in, const at::Tensor& h_in, const at::Tensor& w_in, const std::optional<at::Tensor>& w_hat_in,
+    const at::Tensor& theta_in) {
+  const char* op = "rotmem::unrotated_query_backward";
+  check_rows(op, h_in, theta_in, "h");
+  check_same(op, h_in, "h", w_in, "w");
+  check_same(op, h_in, "h", grad_in, "grad");
+  if (w_hat_in) check_same(op, h_in, "h", *w_hat_in, "w_hat");
+  const c10::cuda::CUDAGuard guard(h_in.device());
+  const at::Tensor grad = grad_in.contiguous(), h = h_in.contiguous(), w = w_in.contiguous();
+  const at::Tensor theta = theta_in.contiguous();
+  const at::Tensor w_hat = w_hat_in ? w_hat_in->contiguous() : at::Tensor();
+  const int64_t rows = theta.size(0), n = theta.size(1);
+  at::Tensor grad_h = at::empty_like(h), grad_w = at::empty_like(w), grad_theta = at::empty_like(theta);
+  at::Tensor grad_w_hat = w_hat.defined() ? at::empty_like(w_hat) : h.new_empty({0});
+  if (rows * n == 0) return {grad_h, grad_w, grad_w_hat, grad_theta};
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, h.scalar_type(), "rotmem::unrotated_query_backward", [&] {
+    query_backward_kernel<scalar_t><<<grid_for(rows * n), kThreads, 0, cuda::stream()>>>(
+        grad.const_data_ptr<scalar_t>(), h.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
+        maybe<scalar_t>(w_hat), theta.const_data_ptr<scalar_t>(), grad_h.mutable_data_ptr<scalar_t>(),
+        grad_w.mutable_data_ptr<scalar_t>(), maybe_mut<scalar_t>(grad_w_hat), grad_theta.mutable_data_ptr<scalar_t>(),
+        rows, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return {grad_h, grad_w, grad_w_hat, grad_theta};
+}
+
+template <typename acc_t>
+Angle<acc_t> make_angle(const IndexedInputs& in) {
+  return {in.tau.const_data_ptr<acc_t>(), in.alpha.const_data_ptr<acc_t>(), in.log_s.const_data_ptr<acc_t>(),
+          in.log_base.const_data_ptr<acc_t>(), static_cast<acc_t>(in.tau0), in.n};
+}
+
+at::Tensor unrotated_query_indexed_cuda(const at::Tensor& entity, const at::Tensor& w_table,
+                                        const std::optional<at::Tensor>& w_hat_table, const at::Tensor& ent_idx,
+                                        const at::Tensor& rel_idx, const at::Tensor& tau, const at::Tensor& alpha,
+                                        const at::Tensor& log_s, const at::Tensor& log_base, double tau0) {
+  const c10::cuda::CUDAGuard guard(entity.device());
+  const IndexedInputs in = check_indexed("rotmem::unrotated_query_indexed", entity, w_table, w_hat_table, ent_idx,
+                                         rel_idx, tau, alpha, log_s, log_base, tau0);
+  at::Tensor q = at::empty({in.batch, 2 * in.n}, entity.options());
+  if (in.batch == 0) return q;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, entity.scalar_type(), "rotmem::unrotated_query_indexed",
+                                  [&] {
+                                    using acc_t = at::opmath_type<scalar_t>;
+                                    indexed_query_kernel<scalar_t, acc_t>
+                                        <<<grid_for(in.batch * in.n), kThreads, 0, cuda::stream()>>>(
+                                            in.entity.const_data_ptr<scalar_t>(), in.w_table.const_data_ptr<scalar_t>(),
+                                            maybe<scalar_t>(in.w_hat_table), in.ent_idx.const_data_ptr<int64_t>(),
+                                            in.rel_idx.const_data_ptr<int64_t>(), make_angle<acc_t>(in),
+                                            q.mutable_data_ptr<scalar_t>(), in.batch);
+                                    C10_CUDA_KERNEL_LAUNCH_CHECK();
+                                  });
+  return q;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+unrotated_query_indexed_backward_cuda(const at::Tensor& grad_in, const at::Tensor& entity, const at::Tensor& w_table,
+                                      const std::optional<at::Tensor>& w_hat_table, const at::Tensor& ent_idx,
+                                      const at::Tensor& rel_idx, const at::Tensor& tau, const at::Tensor& alpha,
+                                      const at::Tensor& log_s, const at::Tensor& log_base, double tau0) {
+  const char* op = "rotmem::unrotated_query_indexed_backward";
+  const c10::cuda::CUDAGuard guard(entity.device());
+  const IndexedInputs in =
+      check_indexed(op, entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0);
+  const int64_t n = in.n, batch = in.batch;
+  TORCH_CHECK(grad_in.dim() == 2 && grad_in.size(0) == batch && grad_in.size(1) == 2 * n, op, ": grad must be [",
+              batch, ", ", 2 * n, "], got ", grad_in.sizes());
+  const at::Tensor grad = grad_in.to(entity.scalar_type()).contiguous();
+  const bool chronor = in.w_hat_table.defined();
+  at::Tensor grad_entity = at::zeros_like(in.entity);
+  at::Tensor grad_w = at::zeros_like(in.w_table);
+  at::Tensor grad_v = chronor ? at::zeros_like(in.w_hat_table) : entity.new_empty({0});
+  at::Tensor s1 = at::zeros({batch}, in.tau.options()), s2 = at::zeros({batch}, in.tau.options());
+  if (batch > 0) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kBFloat16, at::kHalf, entity.scalar_type(), "rotmem::unrotated_query_indexed_backward", [&] {
+          using acc_t = at::opmath_type<scalar_t>;
+          indexed_query_backward_kernel<scalar_t, acc_t>
+              <<<static_cast<unsigned int>(batch), cuda::threads_for_row(n), 0, cuda::stream()>>>(
+                  grad.const_data_ptr<scalar_t>(), in.entity.const_data_ptr<scalar_t>(),
+                  in.w_table.const_data_ptr<scalar_t>(), maybe<scalar_t>(in.w_hat_table),
+                  in.ent_idx.const_data_ptr<int64_t>(), in.rel_idx.const_data_ptr<int64_t>(), make_angle<acc_t>(in),
+                  grad_entity.mutable_data_ptr<scalar_t>(), grad_w.mutable_data_ptr<scalar_t>(),
+                  maybe_mut<scalar_t>(grad_v), s1.mutable_data_ptr<acc_t>(), s2.mutable_data_ptr<acc_t>());
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        });
+  }
+  // The chain rule through speed_b = alpha_b * s * (tau_b - tau0), as small tensor ops (no sync).
+  const at::Tensor s = at::exp(at::clamp_min(in.log_s, kLogSMin));
+  const at::Tensor dt = in.tau - in.tau0;
+  const at::Tensor speed = in.alpha * s * dt;
+  const at::Tensor grad_log_s = (s1 * speed).sum() * (in.log_s >= kLogSMin);
+  const at::Tensor grad_log_base = (s2 * speed).sum() * (-1.0 / static_cast<double>(n)) * (in.log_base >= kLogBaseMin);
+  return {grad_entity,
+          grad_w,
+          grad_v,
+          (s1 * in.alpha * s).to(tau.scalar_type()),
+          (s1 * s * dt).to(alpha.scalar_type()),
+          grad_log_s.to(log_s.scalar_type()).reshape(log_s.sizes()),
+          grad_log_base.to(log_base.scalar_type()).reshape(log_base.sizes())};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(rotmem, CUDA, m) {
+  m.impl("rotate", &rotate_cuda);
+  m.impl("rotate_backward", &rotate_backward_cuda);
+  m.impl("unrotated_query", &unrotated_query_cuda);
+  m.impl("unrotated_query_backward", &unrotated_query_backward_cuda);
+  m.impl("unrotated_query_indexed", &unrotated_query_indexed_cuda);
+  m.impl("unrotated_query_indexed_backward", &unrotated_query_indexed_backward_cuda);
+}
+
+}  // namespace rotmem
