@@ -22,9 +22,12 @@ def test_data_info_icews(icews, capsys):
     assert "entities 10,488  relations 251  days 4,017" in capsys.readouterr().out
 
 
-def test_demo_trains_and_answers_then_evaluate_reads_the_checkpoint(tmp_path, capsys):
+def test_demo_trains_and_answers_then_evaluate_reads_the_checkpoint(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the gate is pretrained into ~/.cache
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     assert main(["demo", "--data", "synthetic", "--epochs", "2", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
+    assert (tmp_path / "home/.cache/rotmem/gates/synthetic/gate.pt").is_file()
     assert "test (time-aware filter): MRR" in out
     assert "(person_" in out and "lives in, ?)" in out and "president of" in out
     ckpt = next(tmp_path.rglob("*.ckpt"))

@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
             "--trainer.check_val_every_n_epoch",
             str(args.epochs),
         ]
+    ensure_gate(config, data, args.data_dir)
     print(f"rotmem demo: training on {data} with {config.name} (logs in {args.out})", flush=True)
     cli = run_lightning_cli(argv)
     ckpt = cli.trainer.checkpoint_callback.best_model_path or cli.trainer.checkpoint_callback.last_model_path
@@ -56,6 +57,23 @@ def run(args: argparse.Namespace) -> int:
     else:
         show_slot_answers(model, kg)
     return 0
+
+
+def ensure_gate(config: Path, data: str, data_dir: str | None) -> None:
+    """Run Phase 1 (``rotmem gate pretrain``) first when the config's gate file does not exist."""
+    import yaml
+
+    from rotmem.cli import main
+
+    model = yaml.safe_load(config.read_text()).get("model", {})
+    if model.get("speed") != "gate":
+        return
+    gate_path = Path(model["gate_path"]).expanduser()
+    if gate_path.is_file():
+        return
+    print(f"rotmem demo: no gate at {gate_path}; pretraining it (Phase 1) first", flush=True)
+    argv = ["gate", "pretrain", "--data", data, "--out", str(gate_path.parent)]
+    main(argv + (["--data-dir", data_dir] if data_dir else []))
 
 
 def _top(model, scores, k: int = 3) -> list[str]:
