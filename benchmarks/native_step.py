@@ -88,11 +88,21 @@ def main(argv: list[str] | None = None) -> int:
     dtype = getattr(torch, args.dtype)
     p = make_problem(args.batch, args.n, args.entities, args.relations, dtype)
     compiled = torch.compile(step)
+
+    def recompute(ops: ModuleType, p: dict) -> torch.Tensor:
+        """Native with the CE gradients recomputed in backward instead of computed in the forward sweep."""
+        native.CE_GRAD_IN_FORWARD = False
+        try:
+            return step(ops, p)
+        finally:
+            native.CE_GRAD_IN_FORWARD = True
+
     run = {
         "eager": lambda: step(reference, p),
         "compile": lambda: compiled(reference, p),
         "native": lambda: step(native, p),
         "native+compile": lambda: compiled(native, p),
+        "native-recompute": lambda: recompute(native, p),
     }
     providers = args.providers.split(",")
     losses = {}

@@ -315,6 +315,22 @@ def test_cross_entropy_all_gradient_of_one_input(device, reduction):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_cross_entropy_all_recomputing_in_backward(monkeypatch, device, reduction):
+    """With ROTMEM_CE_GRAD_IN_FORWARD=0 the gradients come from the backward sweep instead."""
+    monkeypatch.setattr(native, "CE_GRAD_IN_FORWARD", False)
+    check(
+        ce_fn(native.cross_entropy_all, reduction, 5, 16),
+        ce_fn(reference.cross_entropy_all, reduction, 0, 0),
+        ce_fn(truth_cross_entropy, reduction, 0, 0),
+        ce_inputs(13, 70, 18, device, ignore=True),
+        [0, 1],
+        torch.float32,
+        name="cross_entropy_all",
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_cross_entropy_all_without_grad(device):
     q, e, target = (t.float() if t.is_floating_point() else t for t in ce_inputs(9, 40, 10, device))
     with torch.no_grad():

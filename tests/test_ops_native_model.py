@@ -3,6 +3,10 @@ native backend's errors name the bad input, and a build without CUDA refuses CUD
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -129,3 +133,28 @@ def test_bad_cross_entropy_inputs_are_named():
         native.n3([q], kind="l3")
     with pytest.raises(ValueError, match=r"\[\.\.\., 2n\]"):
         native.rotate(torch.zeros(2, 3), torch.zeros(2, 1))
+
+
+def test_without_the_extension_the_backend_says_how_to_build_it():
+    """A pure-Python install (ROTMEM_SKIP_NATIVE=1): native reports why, and the CPU falls back to torch."""
+    code = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "rotmem._C":
+            raise ImportError("No module named 'rotmem._C'")
+sys.meta_path.insert(0, Block())
+import torch
+from rotmem.ops import backend, native
+assert not native.is_available("cpu")
+print(native.unavailable_reason("cpu"))
+print(backend.backend_name(torch.device("cpu")))
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("ROTMEM_BACKEND", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout
+    reason, chosen = out.strip().splitlines()
+    assert "rotmem._C is not built" in reason and "--no-build-isolation" in reason
+    assert chosen == "torch"

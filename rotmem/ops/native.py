@@ -19,8 +19,8 @@ The fused cross-entropy never holds the ``[B, N]`` logits: it works on tiles of 
 float32). When gradients are needed (grad mode on, ``q`` or ``entity`` requiring grad, reduction
 ``"mean"`` or ``"sum"``) the forward pass also computes them, tile by tile, and backward only
 scales them by the output gradient: one sweep of three matrix products instead of a forward and a
-backward sweep of four. Otherwise backward recomputes the logits tile by tile from the saved
-per-row log-sum-exp.
+backward sweep of four (``ROTMEM_CE_GRAD_IN_FORWARD=0`` turns this off). Otherwise backward
+recomputes the logits tile by tile from the saved per-row log-sum-exp.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ except ImportError as error:  # the extension was not built (e.g. ROTMEM_SKIP_NA
     _IMPORT_ERROR = str(error)
 
 CE_TILE_ELEMENTS = int(os.environ.get("ROTMEM_CE_TILE_ELEMENTS", 1 << 23))
+CE_GRAD_IN_FORWARD = os.environ.get("ROTMEM_CE_GRAD_IN_FORWARD", "1") != "0"
 CE_MIN_BLOCK_ROWS = 256  # fewer rows per matrix product than this wastes the BLAS kernels
 _REDUCTIONS = ("mean", "sum", "none")
 _N3_KINDS = ("l4", "modulus3")
@@ -216,7 +217,7 @@ def cross_entropy_tiled(
     target = target.long()
     need_q = q.requires_grad and torch.is_grad_enabled()
     need_entity = entity.requires_grad and torch.is_grad_enabled()
-    if (need_q or need_entity) and reduction != "none":
+    if CE_GRAD_IN_FORWARD and (need_q or need_entity) and reduction != "none":
         loss, _, _ = torch.ops.rotmem.cross_entropy_all_train(
             q, entity, target, reduction, block_rows, block_cols, need_q, need_entity
         )
