@@ -6,6 +6,7 @@ A pair ``j`` is ``(re, im) = (x[j], x[n + j])``; ``s, c = sin(theta_j), cos(thet
 from __future__ import annotations
 
 import triton
+import triton.language as tl  # noqa: F401  (a jit function must see triton.language in its module)
 
 
 @triton.jit
