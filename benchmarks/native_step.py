@@ -2,7 +2,11 @@
 
 The step is Phase 2's loss without the time-contrastive term, forward and backward:
 tail and head queries (``unrotated_query_indexed``), one 1-vs-all cross-entropy over both
-directions, and the N3/L4 regulariser over the batch's rows (as ``rotmem.losses``). Providers
+directions, and the N3/L4 regulariser over the batch's rows (as ``rotmem.losses``).
+Providers: ``eager`` and ``compile`` (``torch.compile``) of the reference ops, ``native``,
+``native+compile``, ``native-recompute`` (native with the CE gradients recomputed in backward,
+``ROTMEM_CE_GRAD_IN_FORWARD=0``) and ``matmul-floor`` (just the three BLAS products of the
+cross-entropy, the bound below which no float32 provider can go). Providers
 run interleaved, round by round, so a change in machine load hits all of them alike; the CSV has
 the median and quartiles per provider and each one's speed-up over eager.
 
@@ -63,6 +67,15 @@ def step(ops: ModuleType, p: dict) -> torch.Tensor:
     return loss.detach()
 
 
+def matmul_floor(p: dict) -> torch.Tensor:
+    """Only the three [2B, N, 2n] products any 1-vs-all CE step needs (logits, dq, dentity): a lower
+    bound for every provider that computes in the tables' dtype with BLAS."""
+    e = p["entity"].detach()
+    q = e[torch.cat([p["h"], p["t"]])]
+    logits = q @ e.t()
+    return (logits @ e).sum() + (logits.t() @ q).sum()
+
+
 def zero_grads(p: dict) -> None:
     for value in p.values():
         if isinstance(value, torch.Tensor) and value.requires_grad:
@@ -78,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    parser.add_argument("--providers", default="eager,compile,native,native+compile")
+    parser.add_argument(
+        "--providers", default="eager,compile,native,native+compile,native-recompute,matmul-floor"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.threads:
@@ -103,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         "native": lambda: step(native, p),
         "native+compile": lambda: compiled(native, p),
         "native-recompute": lambda: recompute(native, p),
+        "matmul-floor": lambda: matmul_floor(p),
     }
     providers = args.providers.split(",")
     losses = {}

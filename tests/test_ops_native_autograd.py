@@ -180,3 +180,17 @@ def test_compiled_step_equals_eager():
     )
     for a, b in zip(eager, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_cross_entropy_gradients_survive_retain_graph_and_accumulation():
+    """The fused CE hands its saved gradients to autograd (unit output gradient): repeated backward
+    passes must neither see them modified nor modify them."""
+    q, e = f32(6, 4), f32(9, 4, seed=1)
+    target = torch.tensor([0, 8, 3, 3, 1, 2])
+    loss = native.cross_entropy_all(q, e, target)
+    first = torch.autograd.grad(loss, [q, e], retain_graph=True)
+    loss.backward(retain_graph=True)
+    loss.backward(retain_graph=True)
+    for leaf_, grad in zip((q, e), first, strict=True):
+        torch.testing.assert_close(leaf_.grad, 2 * grad)
+    torch.testing.assert_close(torch.autograd.grad(loss, [q, e])[0], first[0])

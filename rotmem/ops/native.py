@@ -115,8 +115,11 @@ def unrotated_query_indexed(
     ``entity [N, 2n]``, ``w_table``/``w_hat_table [R, 2n]`` (one dtype), ``ent_idx``/``rel_idx``
     integer ids, ``tau`` days and ``alpha`` speeds broadcasting against them, ``log_s`` and
     ``log_base`` scalars, ``tau0`` the reference day. One kernel: no ``[B, n]`` angle, cos or sin
-    tensor is made. Backward scatters the row gradients into the tables and also gives gradients
-    for ``tau``, ``alpha``, ``log_s`` and ``log_base``.
+    tensor is made. Backward also gives gradients for ``tau``, ``alpha``, ``log_s`` and
+    ``log_base``; the row gradients go into zero tables of the tables' shapes (the dense gradients
+    autograd needs for dense parameters): on the CPU through one ``[B, 2n]`` buffer per table and
+    a serial scatter-add, on CUDA with atomics straight into the table. No other ``[N, 2n]``
+    tensor is made.
     """
     n = _pairs(entity, "entity")
     for name, table in (("w_table", w_table), ("w_hat_table", w_hat_table)):
@@ -370,8 +373,8 @@ def _register() -> None:
         grad_q, grad_entity = ctx.saved_tensors
         need_q, need_entity = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         return (
-            grad_q * grad_loss if need_q else None,
-            grad_entity * grad_loss if need_entity else None,
+            _times(grad_q, grad_loss) if need_q else None,
+            _times(grad_entity, grad_loss) if need_entity else None,
             None,
             None,
             None,
@@ -401,6 +404,19 @@ def _register() -> None:
         return torch.ops.rotmem.n3_backward(grad, x, ctx.kind), None
 
     torch.library.register_autograd(lib + "n3", n3_backward, setup_context=n3_setup)
+
+
+def _times(grad: torch.Tensor, grad_loss: torch.Tensor) -> torch.Tensor:
+    """``grad * grad_loss``, skipping the pass over ``grad`` (an ``[N, 2n]`` table) in eager CPU
+    code when the output gradient is exactly 1, as it is for a loss that is the CE itself."""
+    eager_cpu = (
+        type(grad_loss) is torch.Tensor
+        and grad_loss.device.type == "cpu"
+        and not torch._C._functorch.is_functorch_wrapped_tensor(grad_loss)
+    )
+    if eager_cpu and grad_loss.item() == 1.0:
+        return grad
+    return grad * grad_loss
 
 
 def _masked(ctx, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
