@@ -5,9 +5,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
+import torch
 
-from rotmem.data import synthetic_kg
+if not torch.cuda.is_available():  # before anything imports triton: its kernels run interpreted
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+from rotmem.data import synthetic_kg  # noqa: E402
 
 
 def icews_dir() -> Path | None:

@@ -84,7 +84,7 @@ class RoMem(nn.Module):
 
     @property
     def tau0(self) -> float:
-        return float(self.spectrum.tau0)
+        return self.spectrum.tau0
 
     # --- time -------------------------------------------------------------------------------
     def alpha(self, r: torch.Tensor) -> torch.Tensor:

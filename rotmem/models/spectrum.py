@@ -14,8 +14,8 @@ class TemporalSpectrum(nn.Module):
     """``theta_j = alpha * s * (tau - tau0) * base^(-j/n)`` for ``n`` complex dimensions.
 
     ``log_s`` (init ``ln(init_s)``, ``s`` in radians per day) and ``log_base`` (init
-    ``ln(init_base)``) are the only learned values; ``tau0`` (days since 1970-01-01) is a buffer
-    so it travels with the checkpoint.
+    ``ln(init_base)``) are the only learned values; ``tau0`` (days since 1970-01-01) is a plain
+    float (no ``.item()`` call breaks a compiled graph) kept in the state dict as extra state.
     """
 
     def __init__(self, n: int, tau0: float = 0.0, init_s: float = 1.0, init_base: float = 10000.0):
@@ -23,7 +23,13 @@ class TemporalSpectrum(nn.Module):
         self.n = n
         self.log_s = nn.Parameter(torch.tensor(math.log(init_s)))
         self.log_base = nn.Parameter(torch.tensor(math.log(init_base)))
-        self.register_buffer("tau0", torch.tensor(float(tau0), dtype=torch.float64))
+        self.tau0 = float(tau0)
+
+    def get_extra_state(self) -> dict[str, float]:
+        return {"tau0": self.tau0}
+
+    def set_extra_state(self, state: dict[str, float]) -> None:
+        self.tau0 = float(state["tau0"])
 
     @property
     def s(self) -> torch.Tensor:
@@ -37,4 +43,4 @@ class TemporalSpectrum(nn.Module):
     def forward(self, alpha: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
         """Angles ``[*tau.shape, n]`` in radians; ``alpha`` broadcasts against ``tau`` (days)."""
         tau = tau.to(self.log_s.dtype)
-        return reference.angles(alpha, tau, self.log_s, self.log_base, float(self.tau0), self.n)
+        return reference.angles(alpha, tau, self.log_s, self.log_base, self.tau0, self.n)
