@@ -180,13 +180,19 @@ def evidence_for(
         records = sorted(
             sorted(pool, key=lambda r: -(r.score or 0.0))[:k], key=lambda r: (r.session_index, r.id)
         )
-        return Evidence(render(records, show_session=False), _record_items(records, labelled=False))
+        return Evidence(
+            render(records, show_session=False, group_subjects=True), _record_items(records, labelled=False)
+        )
     if config == "unmarked":
         records = [dataclasses.replace(r, historical=False) for r in store.retrieve(question.text, k=k)]
-        return Evidence(render(records, show_session=False), _record_items(records, labelled=False))
+        return Evidence(
+            render(records, show_session=False, group_subjects=True), _record_items(records, labelled=False)
+        )
     if config == "tem":
         records = store.retrieve(question.text, k=k)
-        return Evidence(render(records, show_session=False), _record_items(records, labelled=True))
+        return Evidence(
+            render(records, show_session=False, group_subjects=True), _record_items(records, labelled=True)
+        )
     if config in ("tem-dated", "romem"):
         timed: list[TemporalRecord] = (
             memory.with_times(store.retrieve(question.text, k=k))

@@ -115,13 +115,19 @@ class LabelAwareReader:
         first_name = subject.split()[0].lower()
         mentions = []
         header_day: str | None = None
+        about_subject = False  # an indented line continues the previous line's subject
         for line_no, line in enumerate(evidence.splitlines()):
             header = _HEADER.match(line)
             if header:
                 header_day = header.group(1)
+                about_subject = False
                 continue
             lowered = line.lower()
-            if subject.lower() not in lowered and not re.search(rf"\b{re.escape(first_name)}\b", lowered):
+            if not (line.startswith("  ") and about_subject):
+                about_subject = subject.lower() in lowered or bool(
+                    re.search(rf"\b{re.escape(first_name)}\b", lowered)
+                )
+            if not about_subject:
                 continue
             prefix = _DATE_PREFIX.match(line)
             base = prefix.group(1) if prefix else header_day
