@@ -26,9 +26,9 @@ def embedding_regularizer(model: RoMem, facts: torch.Tensor, kind: str = "l4") -
     """``(Σ|e_h|⁴ + Σ|w_r|⁴ + Σ|ŵ_r|⁴ + Σ|e_t|⁴) / B`` over the batch's rows (``kind="l4"``), or
     the same with tkbc's cubed pair modulus (``kind="modulus3"``)."""
     h, r, t, _ = facts.unbind(1)
-    rows = [model.entity[h], model.w[r], model.entity[t]]
+    rows = [model.entity[torch.cat([h, t])], model.w[r]]  # one gather: one gradient scatter
     if model.w_hat is not None:
-        rows.insert(2, model.w_hat[r])
+        rows.append(model.w_hat[r])
     return ops.n3(rows, kind=kind) / facts.shape[0]
 
 

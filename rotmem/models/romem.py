@@ -97,13 +97,14 @@ class RoMem(nn.Module):
 
     # --- queries ----------------------------------------------------------------------------
     def _query(self, e: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
+        # Days stay at least float32: bfloat16 rounds days near 16,000 to 64-day steps.
         return ops.unrotated_query_indexed(
             self.entity,
             self.w,
             self.w_hat,
             e,
             r,
-            as_days(tau, r).to(self.entity.dtype),
+            as_days(tau, r).to(torch.promote_types(self.entity.dtype, torch.float32)),
             self.alpha(r),
             self.spectrum.log_s,
             self.spectrum.log_base,
