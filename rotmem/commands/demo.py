@@ -88,11 +88,15 @@ def show_synthetic_answers(model) -> None:
 
     truth = synthetic_kg()
     today = truth.last_day
-    movers = [iv for iv in truth.intervals if iv.relation == "lives in" and iv.start > truth.first_day + 900]
+    homes: dict[str, list] = {}
+    for iv in truth.intervals:
+        if iv.relation == "lives in":
+            homes.setdefault(iv.subject, []).append(iv)
+    movers = [sorted(ivs, key=lambda iv: iv.start) for ivs in homes.values() if len(ivs) >= 2][:3]
     print("\nWho held this relation on day X (model's top 3; * = the true holder then):")
-    for iv in movers[:3]:
-        person = iv.subject
-        for day in (today, iv.start - 200):
+    for stints in movers:
+        person, before = stints[-1].subject, stints[-2]
+        for day in (today, (before.start + before.end) // 2):  # now, then inside the previous stint
             answer = truth.holder(person, "lives in", day)
             _print_query(model, person, "lives in", day, answer, date_of(day))
         born = truth.holder(person, "born in", today)
