@@ -126,15 +126,7 @@ def _subsample(transitions: Transitions, max_rows: int, seed: int) -> Transition
     if len(transitions) <= max_rows:
         return transitions
     keep = torch.randperm(len(transitions), generator=torch.Generator().manual_seed(seed))[:max_rows]
-    keep = keep.sort().values
-    return Transitions(
-        relation=transitions.relation[keep],
-        delta_days=transitions.delta_days[keep],
-        changed=transitions.changed[keep],
-        slot_observations=transitions.slot_observations[keep],
-        num_relations=transitions.num_relations,
-        stats={**transitions.stats, "subsampled_to": max_rows},
-    )
+    return transitions.select(keep.sort().values, subsampled_to=max_rows)
 
 
 class GatePretrainModule(pl.LightningModule):

@@ -62,17 +62,21 @@ class Transitions:
         rate = torch.where(pairs > 0, changes / pairs.clamp(min=1), torch.full_like(changes, float("nan")))
         return pairs, rate.float()
 
-    def restrict(self, relations: torch.Tensor) -> Transitions:
-        """Only the pairs of the given relation ids (e.g. a zero-shot training subset)."""
-        keep = torch.isin(self.relation, torch.as_tensor(relations, dtype=torch.int64))
+    def select(self, keep: torch.Tensor, **stats: object) -> Transitions:
+        """The rows picked by ``keep`` (a bool mask or indices), with ``stats`` added to the stats."""
         return Transitions(
             relation=self.relation[keep],
             delta_days=self.delta_days[keep],
             changed=self.changed[keep],
             slot_observations=self.slot_observations[keep],
             num_relations=self.num_relations,
-            stats={**self.stats, "restricted_to_relations": int(torch.unique(self.relation[keep]).numel())},
+            stats={**self.stats, **stats},
         )
+
+    def restrict(self, relations: torch.Tensor) -> Transitions:
+        """Only the pairs of the given relation ids (e.g. a zero-shot training subset)."""
+        keep = torch.isin(self.relation, torch.as_tensor(relations, dtype=torch.int64))
+        return self.select(keep, restricted_to_relations=int(torch.unique(self.relation[keep]).numel()))
 
     def summary(self) -> dict:
         """Slots, pairs and changed fraction (plus the filter counts), JSON-serialisable."""
