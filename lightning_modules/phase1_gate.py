@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 
 from rotmem.data import TemporalKG, load_dataset
 from rotmem.gate.encoder import DEFAULT_ENCODER, RelationEncoder
-from rotmem.gate.speed_gate import SemanticSpeedGate
+from rotmem.gate.speed_gate import DEFAULT_TEMPLATE, SemanticSpeedGate, relation_sentences
 from rotmem.gate.transitions import Transitions, mine_transitions
 
 MAX_EXPONENT = 50.0
@@ -52,7 +52,7 @@ def weighted_bce(p_change: torch.Tensor, changed: torch.Tensor, weights: torch.T
 class GateTransitionData(pl.LightningDataModule):
     """Mines transitions from a dataset's training split and serves them as one full batch.
 
-    The batch is a dict: ``embeddings [R, D]`` (text embeddings of every relation),
+    The batch is a dict: ``embeddings [R, D]`` (embeddings of every relation in ``template``),
     ``relation [P]``, ``delta_days [P]``, ``changed [P]`` and ``weight [P]`` (``row_weights``).
     ``train_relations`` (relation strings) keeps only those relations' transitions, for zero-shot
     experiments; ``max_rows`` caps the batch by a seeded random subset (the paper's 300k).
@@ -63,6 +63,7 @@ class GateTransitionData(pl.LightningDataModule):
         dataset: str = "icews05-15",
         data_dir: str | None = None,
         encoder: str = DEFAULT_ENCODER,
+        template: str = DEFAULT_TEMPLATE,
         min_observations: int = 3,
         max_pairs_per_slot: int = 256,
         max_delta_days: float = 18250.0,
@@ -77,6 +78,7 @@ class GateTransitionData(pl.LightningDataModule):
         self.save_hyperparameters(ignore=["kg", "relation_encoder"])
         self.kg = kg if kg is not None else load_dataset(dataset, data_dir)
         self.encoder = encoder
+        self.template = template
         mined = mine_transitions(
             self.kg.train,  # the only split mining ever sees
             self.kg.num_relations,
@@ -98,7 +100,7 @@ class GateTransitionData(pl.LightningDataModule):
         relation_encoder = relation_encoder or RelationEncoder(encoder)
         if relation_encoder.name != encoder:
             raise ValueError(f"relation_encoder is {relation_encoder.name!r} but encoder={encoder!r}")
-        self.embeddings = relation_encoder.encode(list(self.kg.relations))
+        self.embeddings = relation_encoder.encode(relation_sentences(list(self.kg.relations), template))
 
     @property
     def embedding_dim(self) -> int:
@@ -135,6 +137,7 @@ class GatePretrainModule(pl.LightningModule):
     Args:
         embedding_dim: ``D`` of the relation encoder.
         encoder: the relation encoder's name (saved with the gate).
+        template: the sentence relation texts are embedded in (saved with the gate).
         median_delta_days: median ``Δt`` of the training pairs; sets ``s_pre``'s initial value.
         lr: Adam learning rate.
         cpu_threads: torch intra-op threads during the fit (restored afterwards); ``None`` keeps
@@ -147,13 +150,14 @@ class GatePretrainModule(pl.LightningModule):
         self,
         embedding_dim: int,
         encoder: str = DEFAULT_ENCODER,
+        template: str = DEFAULT_TEMPLATE,
         median_delta_days: float = 1.0,
         lr: float = 5e-4,
         cpu_threads: int | None = 1,
     ):
         super().__init__()
         self.save_hyperparameters()
-        self.gate = SemanticSpeedGate(embedding_dim, encoder)
+        self.gate = SemanticSpeedGate(embedding_dim, encoder, template)
         init_scale = math.log(2.0) / (0.5 * max(median_delta_days, 1.0))
         self.log_scale = nn.Parameter(torch.tensor(math.log(init_scale)))
         self.losses: list[float] = []
@@ -192,7 +196,7 @@ class GatePretrainModule(pl.LightningModule):
 
 # What ``rotmem gate pretrain`` uses without a config (= configs/gate-icews05-15.yaml): the paper's
 # Adam 5e-4 x 100 epochs leaves the MLP far from convergence on MiniLM embeddings (see that config).
-CLI_DEFAULTS = {"model.lr": 5e-3, "trainer.max_epochs": 200}
+CLI_DEFAULTS = {"model.lr": 1e-2, "trainer.max_epochs": 200}
 
 
 class GateCLI(LightningCLI):
@@ -201,6 +205,7 @@ class GateCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         parser.set_defaults(CLI_DEFAULTS)
         parser.link_arguments("data.encoder", "model.encoder")
+        parser.link_arguments("data.template", "model.template")
         for name in ("embedding_dim", "median_delta_days"):
             parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
 
@@ -222,6 +227,8 @@ def pretrain_gate(
 ) -> GatePretrainModule:
     """Fit a gate on ``data`` with the paper's settings (``trainer_kwargs`` override ``TRAINER_DEFAULTS``)."""
     pl.seed_everything(seed, verbose=False)
-    module = GatePretrainModule(data.embedding_dim, data.encoder, data.median_delta_days, lr=lr)
+    module = GatePretrainModule(
+        data.embedding_dim, data.encoder, data.template, data.median_delta_days, lr=lr
+    )
     pl.Trainer(**{**TRAINER_DEFAULTS, **trainer_kwargs}).fit(module, datamodule=data)
     return module

@@ -29,6 +29,7 @@ from rotmem.gate import (
     RelationEncoder,
     SemanticSpeedGate,
     hidden_width,
+    relation_sentences,
     relation_speeds,
 )
 from rotmem.gate import encoder as encoder_module
@@ -118,6 +119,30 @@ def test_checkpoint_round_trips_with_its_encoder(tmp_path, encoder):
         loaded.use_encoder(RelationEncoder("another-model", cache_dir=False))
 
 
+def test_relations_are_embedded_in_the_template(encoder):
+    sentences = relation_sentences(["Make a visit", "{x}"], "They {relation}.")
+    assert sentences == ["They Make a visit.", "They {x}."]
+    gate = SemanticSpeedGate(384, template="They {relation}.")
+    gate.use_encoder(encoder)
+    assert torch.equal(gate.embed(["Make a visit"]), encoder.encode(["They Make a visit."]))
+    bare = SemanticSpeedGate(384, template="{relation}")
+    bare.use_encoder(encoder)
+    assert torch.equal(bare.embed(["Make a visit"]), encoder.encode(["Make a visit"]))
+    for bad in ("They {}.", "{relation} {relation}", "no placeholder"):
+        with pytest.raises(ValueError, match="exactly once"):
+            SemanticSpeedGate(8, template=bad)
+
+
+def test_template_travels_with_the_checkpoint_and_old_gates_stay_bare(tmp_path):
+    SemanticSpeedGate(8, template="We {relation} them.").save(tmp_path / "gate.pt")
+    assert SemanticSpeedGate.load(tmp_path / "gate.pt").template == "We {relation} them."
+    payload = torch.load(tmp_path / "gate.pt", weights_only=True)
+    del payload["template"]  # as written by version 1, before templates
+    payload["version"] = 1
+    torch.save(payload, tmp_path / "v1.pt")
+    assert SemanticSpeedGate.load(tmp_path / "v1.pt").template == "{relation}"
+
+
 def test_missing_or_foreign_checkpoint_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="rotmem gate pretrain"):
         relation_speeds(tmp_path / "absent.pt", ["born in"])
@@ -191,8 +216,9 @@ def test_cli_pretrain_writes_gate_and_alpha_table(tmp_path, synthetic_gate, caps
     assert torch.allclose(speeds, torch.tensor([float(row["alpha"]) for row in rows]))
     metadata = SemanticSpeedGate.load(out / "gate.pt").metadata
     assert (
-        metadata["epochs"] == 3 and metadata["lr"] == 5e-3
+        metadata["epochs"] == 3 and metadata["lr"] == 1e-2
     )  # the CLI's default (configs/gate-icews05-15.yaml)
+    assert metadata["template"] == "They {relation}."
     assert metadata["mining"]["pairs"] > 0
 
     capsys.readouterr()

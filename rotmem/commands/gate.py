@@ -5,7 +5,8 @@ transitions from the training split, fits the gate and writes ``DIR/gate.pt``, `
 (relation, alpha, change_rate, pairs) and ``DIR/transitions.json`` (mining summary and fit).
 ``DIR`` defaults to ``~/.cache/rotmem/gates/<dataset>/``, where Phase-2 configs look for it.
 Without ``--config`` the settings are those of ``configs/gate-icews05-15.yaml`` (the paper's filters
-and loss; Adam 5e-3 for 200 epochs instead of the paper's 5e-4 x 100, which underfits MiniLM).
+and loss; Adam 1e-2 for 200 epochs instead of the paper's 5e-4 x 100, which underfits MiniLM; each
+relation embedded as the sentence "They <relation>.").
 
 ``rotmem gate alpha --gate DIR/gate.pt "Make a visit" "pay a visit to"`` prints speeds of any strings.
 """
@@ -42,7 +43,11 @@ def register(subparsers) -> None:
     pretrain.add_argument("--out", help="output folder (default: ~/.cache/rotmem/gates/<dataset>/)")
     pretrain.add_argument("--encoder", help="sentence-transformers model name or local folder")
     pretrain.add_argument("--epochs", type=int, help="full-batch epochs (default 200)")
-    pretrain.add_argument("--lr", type=float, help="Adam learning rate (default 5e-3; the paper's 5e-4)")
+    pretrain.add_argument("--lr", type=float, help="Adam learning rate (default 1e-2; the paper's 5e-4)")
+    pretrain.add_argument(
+        "--template",
+        help='sentence each relation is embedded in (default "They {relation}."; bare text: "{relation}")',
+    )
     pretrain.add_argument("--seed", type=int, help="random seed (default 0)")
     pretrain.set_defaults(run=run_pretrain)
 
@@ -59,6 +64,7 @@ def lightning_args(args: argparse.Namespace) -> list[str]:
         "--data.dataset": args.data,
         "--data.data_dir": args.data_dir,
         "--data.encoder": args.encoder,
+        "--data.template": args.template,
         "--trainer.max_epochs": args.epochs,
         "--model.lr": args.lr,
         "--seed_everything": args.seed,
@@ -126,6 +132,7 @@ def write_outputs(out: Path, module, data) -> dict:
     report = {
         "dataset": data.kg.name,
         "encoder": data.encoder,
+        "template": data.template,
         "mining": data.transitions.summary(),
         "epochs": len(module.losses),
         "lr": float(module.hparams.lr),

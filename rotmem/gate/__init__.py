@@ -5,16 +5,24 @@ Training lives in ``lightning_modules.phase1_gate``; the CLI is ``rotmem gate pr
 """
 
 from rotmem.gate.encoder import DEFAULT_ENCODER, EncoderUnavailableError, RelationEncoder
-from rotmem.gate.speed_gate import SemanticSpeedGate, hidden_width, relation_speeds
+from rotmem.gate.speed_gate import (
+    DEFAULT_TEMPLATE,
+    SemanticSpeedGate,
+    hidden_width,
+    relation_sentences,
+    relation_speeds,
+)
 from rotmem.gate.transitions import Transitions, mine_transitions
 
 __all__ = [
     "DEFAULT_ENCODER",
+    "DEFAULT_TEMPLATE",
     "EncoderUnavailableError",
     "RelationEncoder",
     "SemanticSpeedGate",
     "Transitions",
     "hidden_width",
     "mine_transitions",
+    "relation_sentences",
     "relation_speeds",
 ]

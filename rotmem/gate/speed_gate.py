@@ -3,6 +3,13 @@
 ``alpha_r = sigmoid(MLP(phi(text_r)))`` with ``phi`` a sentence-embedding model and
 ``MLP = Linear(D -> h) -> ReLU -> Linear(h -> 1)``, ``h = max(32, min(128, D // 2))`` (ROMEM.md).
 Because the speed comes from text alone, a relation string never seen in training gets one too.
+
+``phi`` embeds each relation inside a sentence, ``template`` (default ``"They {relation}."``).
+Relation names such as "Make a visit" or "Criticize or denounce" are verb phrases; as the predicate
+of a sentence their embeddings say more about the action. On ICEWS05-15 the zero-shot Spearman of
+α against the change rate of unseen relations rose from 0.38 (bare text) to about 0.43
+(``benchmarks/gate_report.py``; the template was chosen on other random splits than the reported
+ones). ``template="{relation}"`` embeds the bare text, as gates saved before templates existed do.
 """
 
 from __future__ import annotations
@@ -15,7 +22,22 @@ from torch import nn
 from rotmem.gate.encoder import DEFAULT_ENCODER, RelationEncoder
 
 CHECKPOINT_FORMAT = "rotmem.semantic_speed_gate"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2 added the template; version 1 gates embedded the bare relation text
+DEFAULT_TEMPLATE = "They {relation}."
+BARE_TEMPLATE = "{relation}"
+
+
+def check_template(template: str) -> str:
+    """``template`` itself, if it holds the placeholder ``{relation}`` exactly once."""
+    if not isinstance(template, str) or template.count(BARE_TEMPLATE) != 1:
+        raise ValueError(f"a relation template must contain {{relation}} exactly once, got {template!r}")
+    return template
+
+
+def relation_sentences(texts: list[str], template: str = DEFAULT_TEMPLATE) -> list[str]:
+    """Each relation text put into ``template`` (in place of ``{relation}``), the encoder's input."""
+    check_template(template)
+    return [template.replace(BARE_TEMPLATE, text) for text in texts]
 
 
 def hidden_width(embedding_dim: int) -> int:
@@ -29,14 +51,16 @@ class SemanticSpeedGate(nn.Module):
     Args:
         embedding_dim: ``D``, the width of the encoder's sentence embeddings.
         encoder: the sentence-transformers model (see ``RelationEncoder``) the MLP was trained on.
+        template: the sentence each relation text is embedded in (``relation_sentences``).
     """
 
-    def __init__(self, embedding_dim: int, encoder: str = DEFAULT_ENCODER):
+    def __init__(self, embedding_dim: int, encoder: str = DEFAULT_ENCODER, template: str = DEFAULT_TEMPLATE):
         super().__init__()
         if embedding_dim < 1:
             raise ValueError(f"embedding_dim must be positive, got {embedding_dim}")
         self.embedding_dim = embedding_dim
         self.encoder_name = encoder
+        self.template = check_template(template)
         hidden = hidden_width(embedding_dim)
         self.mlp = nn.Sequential(nn.Linear(embedding_dim, hidden), nn.ReLU(), nn.Linear(hidden, 1))
         self._encoder: RelationEncoder | None = None
@@ -68,9 +92,9 @@ class SemanticSpeedGate(nn.Module):
         self._encoder = encoder
 
     def embed(self, texts: list[str]) -> torch.Tensor:
-        """Text embeddings ``[len(texts), D]`` on the gate's device."""
+        """Embeddings ``[len(texts), D]`` of the relation texts in the gate's template, on its device."""
         device = self.mlp[0].weight.device
-        return self.encoder.encode(list(texts)).to(device)
+        return self.encoder.encode(relation_sentences(list(texts), self.template)).to(device)
 
     def alpha(self, texts: list[str]) -> torch.Tensor:
         """Speeds ``[len(texts)]`` in (0, 1) for any relation strings, seen in training or not."""
@@ -79,7 +103,7 @@ class SemanticSpeedGate(nn.Module):
         return self(self.embed(texts))
 
     def save(self, path: str | Path, **metadata) -> None:
-        """Write the gate (weights, ``D``, encoder name and JSON-like ``metadata``) to ``path``."""
+        """Write the gate (weights, ``D``, encoder name, template, JSON-like ``metadata``) to ``path``."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(
@@ -87,6 +111,7 @@ class SemanticSpeedGate(nn.Module):
                 "format": CHECKPOINT_FORMAT,
                 "version": CHECKPOINT_VERSION,
                 "encoder": self.encoder_name,
+                "template": self.template,
                 "embedding_dim": self.embedding_dim,
                 "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()},
                 "metadata": metadata,
@@ -108,7 +133,8 @@ class SemanticSpeedGate(nn.Module):
             raise ValueError(
                 f"{path} is not a Semantic Speed Gate checkpoint (written by SemanticSpeedGate.save)"
             )
-        gate = cls(int(payload["embedding_dim"]), encoder=payload["encoder"])
+        template = payload.get("template", BARE_TEMPLATE)  # version 1 gates embedded the bare text
+        gate = cls(int(payload["embedding_dim"]), encoder=payload["encoder"], template=template)
         gate.load_state_dict(payload["state_dict"])
         gate.metadata = dict(payload.get("metadata", {}))
         if encoder is not None:
