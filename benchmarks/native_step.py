@@ -106,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def recompute(ops: ModuleType, p: dict) -> torch.Tensor:
         """Native with the CE gradients recomputed in backward instead of computed in the forward sweep."""
-        native.CE_GRAD_IN_FORWARD = False
+        chosen, native.CE_GRAD_IN_FORWARD = native.CE_GRAD_IN_FORWARD, False
         try:
             return step(ops, p)
         finally:
-            native.CE_GRAD_IN_FORWARD = True
+            native.CE_GRAD_IN_FORWARD = chosen
 
     run = {
         "eager": lambda: step(reference, p),

@@ -99,6 +99,25 @@ def test_rotate(device, dtype, rows, n):
     check(native.rotate, reference.rotate, reference.rotate, [x, theta], [0, 1], dtype, name="rotate")
 
 
+def test_rotate_sines_and_cosines_over_every_angle_range():
+    """The CPU's vectorised sin/cos (exact reduction to |t| <= 8192, libm beyond) is float32-accurate."""
+    theta = torch.cat(
+        [
+            torch.linspace(-20.0, 20.0, 20_001),
+            torch.linspace(-9000.0, 9000.0, 20_001),  # crosses the 8192 rad switch to libm
+            torch.tensor([8191.99, 8192.0, 8192.01, 1e6, -3e7, 1e30, 0.0, -0.0]),
+        ]
+    ).reshape(1, -1)
+    x = torch.cat([torch.ones_like(theta), torch.zeros_like(theta)], dim=1)
+    y = native.rotate(x, theta).double()
+    n = theta.shape[1]
+    exact = theta.double()
+    assert (y[:, :n] - exact.cos()).abs().max() < 2e-7  # about 1.5 ulp near 1
+    assert (y[:, n:] - exact.sin()).abs().max() < 2e-7
+    odd = torch.tensor([[float("nan"), float("inf"), -float("inf")]])
+    assert native.rotate(torch.ones(1, 6), odd).isnan().all()
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_rotate_broadcasts_like_the_reference(device):
     x = randn(3, 4, 10, device=device)
@@ -206,6 +225,13 @@ def test_unrotated_query_indexed(device, dtype, shape):
 @pytest.mark.parametrize("device", DEVICES)
 def test_unrotated_query_indexed_distmult_and_tau0(device):
     check_indexed(device, torch.float32, (33, 20, 40, 5), chronor=False, tau0=2000.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_unrotated_query_indexed_far_angles(device):
+    """s = e rad/day over 4017 days: angles up to ~11,000 rad, on both sides of the CPU's libm switch."""
+    fast = torch.tensor(1.0, dtype=torch.float64, device=device)  # log_s
+    check_indexed(device, torch.float32, (65, 70, 30, 4), i7=fast)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -328,6 +354,19 @@ def test_cross_entropy_all_recomputing_in_backward(monkeypatch, device, reductio
         torch.float32,
         name="cross_entropy_all",
     )
+
+
+def test_cross_entropy_gradients_move_to_backward_for_large_tables(monkeypatch):
+    """By default only small tables get their gradient in the forward (it costs a second [N, 2n])."""
+    monkeypatch.setattr(native, "CE_GRAD_IN_FORWARD", None)
+    monkeypatch.setattr(native, "CE_GRAD_IN_FORWARD_MAX_BYTES", 40 * 8 * 4)
+    assert native.grad_in_forward(torch.zeros(40, 8))
+    assert not native.grad_in_forward(torch.zeros(41, 8))
+    assert not native.grad_in_forward(torch.zeros(40, 8, dtype=torch.float64))
+    monkeypatch.setattr(native, "CE_GRAD_IN_FORWARD", True)
+    assert native.grad_in_forward(torch.zeros(41, 8))
+    monkeypatch.setattr(native, "CE_GRAD_IN_FORWARD", False)
+    assert not native.grad_in_forward(torch.zeros(1, 2))
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -1,22 +1,64 @@
 // CPU kernels of the rotation ops: rotate, unrotated_query and the fused, indexed unrotated query.
-// Rows run in parallel (at::parallel_for, OpenMP); sines and cosines are computed per pair on the
-// fly in float (double for double inputs), so no angle, cos or sin tensor is ever stored.
+// Rows run in parallel (at::parallel_for, OpenMP); sines and cosines are computed on the fly in
+// float (double for double inputs), a block of kSinCosBlock pairs at a time into stack buffers
+// (sin_cos.h, vectorised), so no angle, cos or sin tensor is ever stored.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "../checks.h"
 #include "../pair_math.h"
+#include "sin_cos.h"
 
 namespace rotmem {
 namespace {
 
-inline void sin_cos(float t, float& s, float& c) { ::sincosf(t, &s, &c); }
-inline void sin_cos(double t, double& s, double& c) { ::sincos(t, &s, &c); }
+using cpu::kSinCosBlock;
+
+// Sines and cosines of one block of a row's pairs j0 .. j0 + k (k <= kSinCosBlock).
+template <typename acc_t>
+struct SinCosBlock {
+  acc_t t[kSinCosBlock] = {}, s[kSinCosBlock], c[kSinCosBlock];
+
+  // theta given as a tensor row, theta[0 .. k): read in place when it is a full float block.
+  template <typename scalar_t>
+  void of(const scalar_t* theta, int64_t k) {
+    if constexpr (std::is_same_v<scalar_t, acc_t>) {
+      if (k == kSinCosBlock) return cpu::sin_cos_block(theta, s, c);
+    }
+    for (int64_t i = 0; i < k; ++i) t[i] = static_cast<acc_t>(theta[i]);
+    cpu::sin_cos_block(t, s, c);
+  }
+};
+
+// pair(j, cos theta_j, sin theta_j) for every pair j < n of a row whose angles are theta[0 .. n).
+// The pairs of a block are independent, so the calls vectorise.
+template <typename acc_t, typename scalar_t, typename Pair>
+inline void for_each_pair(const scalar_t* theta, int64_t n, Pair&& pair) {
+  SinCosBlock<acc_t> sc;
+  for (int64_t j0 = 0; j0 < n; j0 += kSinCosBlock) {
+    const int64_t k = std::min(kSinCosBlock, n - j0);
+    sc.of(theta + j0, k);
+    _Pragma("omp simd") for (int64_t i = 0; i < k; ++i) pair(j0 + i, sc.c[i], sc.s[i]);
+  }
+}
+
+// The same for the fused query's theta_j = speed * omega_j (omega zero-padded to whole blocks).
+template <typename acc_t, typename Pair>
+inline void for_each_pair_scaled(acc_t speed, const acc_t* omega, int64_t n, Pair&& pair) {
+  acc_t s[kSinCosBlock], c[kSinCosBlock];
+  for (int64_t j0 = 0; j0 < n; j0 += kSinCosBlock) {
+    const int64_t k = std::min(kSinCosBlock, n - j0);
+    cpu::sin_cos_scaled_block(speed, omega + j0, s, c);
+    _Pragma("omp simd") for (int64_t i = 0; i < k; ++i) pair(j0 + i, c[i], s[i]);
+  }
+}
 
 // Rows per parallel task: about 4096 pairs of work each.
 int64_t row_grain(int64_t n) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)); }
@@ -36,13 +78,12 @@ at::Tensor rotate_cpu(const at::Tensor& x_in, const at::Tensor& theta_in) {
       for (int64_t r = r0; r < r1; ++r) {
         const scalar_t* xr = xp + r * 2 * n;
         scalar_t* yr = yp + r * 2 * n;
-        for (int64_t j = 0; j < n; ++j) {
-          acc_t s, c, y_re, y_im;
-          sin_cos(static_cast<acc_t>(tp[r * n + j]), s, c);
+        for_each_pair<acc_t>(tp + r * n, n, [&](int64_t j, acc_t c, acc_t s) {
+          acc_t y_re, y_im;
           rotate_pair<acc_t>(xr[j], xr[n + j], c, s, y_re, y_im);
           yr[j] = y_re;
           yr[n + j] = y_im;
-        }
+        });
       }
     });
   });
@@ -66,14 +107,14 @@ std::tuple<at::Tensor, at::Tensor> rotate_backward_cpu(const at::Tensor& grad_in
     at::parallel_for(0, rows, row_grain(n), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t o = r * 2 * n;
-        for (int64_t j = 0; j < n; ++j) {
-          acc_t s, c, dx_re, dx_im, dtheta;
-          sin_cos(static_cast<acc_t>(tp[r * n + j]), s, c);
-          rotate_pair_backward<acc_t>(gp[o + j], gp[o + n + j], xp[o + j], xp[o + n + j], c, s, dx_re, dx_im, dtheta);
+        for_each_pair<acc_t>(tp + r * n, n, [&](int64_t j, acc_t c, acc_t s) {
+          acc_t dx_re, dx_im, dtheta;
+          rotate_pair_backward<acc_t>(gp[o + j], gp[o + n + j], xp[o + j], xp[o + n + j], c, s, dx_re,
+                                      dx_im, dtheta);
           gxp[o + j] = dx_re;
           gxp[o + n + j] = dx_im;
           gtp[r * n + j] = dtheta;
-        }
+        });
       }
     });
   });
@@ -101,15 +142,14 @@ at::Tensor unrotated_query_cpu(const at::Tensor& h_in, const at::Tensor& w_in, c
     at::parallel_for(0, rows, row_grain(n), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t o = r * 2 * n;
-        for (int64_t j = 0; j < n; ++j) {
-          acc_t s, c, q_re, q_im;
-          sin_cos(static_cast<acc_t>(tp[r * n + j]), s, c);
+        for_each_pair<acc_t>(tp + r * n, n, [&](int64_t j, acc_t c, acc_t s) {
+          acc_t q_re, q_im;
           const acc_t rho_re = vp ? acc_t(wp[o + j]) * acc_t(vp[o + j]) : acc_t(wp[o + j]);
           const acc_t rho_im = vp ? acc_t(wp[o + n + j]) * acc_t(vp[o + n + j]) : acc_t(wp[o + n + j]);
           query_pair<acc_t>(hp[o + j], hp[o + n + j], rho_re, rho_im, c, s, q_re, q_im);
           qp[o + j] = q_re;
           qp[o + n + j] = q_im;
-        }
+        });
       }
     });
   });
@@ -144,14 +184,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> unrotated_query_backw
     at::parallel_for(0, rows, row_grain(n), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t o = r * 2 * n;
-        for (int64_t j = 0; j < n; ++j) {
+        for_each_pair<acc_t>(tp + r * n, n, [&](int64_t j, acc_t c, acc_t s) {
           const int64_t re = o + j, im = o + n + j;
-          acc_t s, c;
-          sin_cos(static_cast<acc_t>(tp[r * n + j]), s, c);
           const acc_t w_re = wp[re], w_im = wp[im];
           const acc_t v_re = vp ? acc_t(vp[re]) : acc_t(1), v_im = vp ? acc_t(vp[im]) : acc_t(1);
-          const QueryPairGrad<acc_t> g =
-              query_pair_backward<acc_t>(gp[re], gp[im], hp[re], hp[im], w_re * v_re, w_im * v_im, c, s);
+          const QueryPairGrad<acc_t> g = query_pair_backward<acc_t>(gp[re], gp[im], hp[re], hp[im], w_re * v_re,
+                                                                    w_im * v_im, c, s);
           ghp[re] = g.h_re;
           ghp[im] = g.h_im;
           gwp[re] = g.rho_re * v_re;
@@ -161,7 +199,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> unrotated_query_backw
             gvp[im] = g.rho_im * w_im;
           }
           gtp[r * n + j] = g.theta;
-        }
+        });
       }
     });
   });
@@ -172,11 +210,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> unrotated_query_backw
 // The fused, indexed query: gathers rows, computes theta = alpha * s * (tau - tau0) * omega_j on
 // the fly, and builds q. Only omega [n] is precomputed (once per call).
 
-// omega_j = base^(-j/n), rounded exactly as reference.spectrum computes it in acc_t.
+// omega_j = base^(-j/n), rounded exactly as reference.spectrum computes it in acc_t; zero-padded to
+// whole sine/cosine blocks.
 template <typename acc_t>
 std::vector<acc_t> spectrum(double log_base, int64_t n) {
   const acc_t neg_lb = -static_cast<acc_t>(std::max(log_base, kLogBaseMin));
-  std::vector<acc_t> omega(n);
+  std::vector<acc_t> omega((n + kSinCosBlock - 1) / kSinCosBlock * kSinCosBlock, acc_t(0));
   for (int64_t j = 0; j < n; ++j) omega[j] = std::exp(neg_lb * static_cast<acc_t>(j) / static_cast<acc_t>(n));
   return omega;
 }
@@ -220,16 +259,14 @@ at::Tensor unrotated_query_indexed_cpu(const at::Tensor& entity, const at::Tenso
         const scalar_t* w = wp + ridx[b] * 2 * n;
         const scalar_t* v = vp ? vp + ridx[b] * 2 * n : nullptr;
         scalar_t* qr = qp + b * 2 * n;
-        const acc_t speed = speeds(b);
-        for (int64_t j = 0; j < n; ++j) {
-          acc_t s, c, q_re, q_im;
-          sin_cos(speed * omega[j], s, c);
+        for_each_pair_scaled<acc_t>(speeds(b), omega.data(), n, [&](int64_t j, acc_t c, acc_t s) {
+          acc_t q_re, q_im;
           const acc_t rho_re = v ? acc_t(w[j]) * acc_t(v[j]) : acc_t(w[j]);
           const acc_t rho_im = v ? acc_t(w[n + j]) * acc_t(v[n + j]) : acc_t(w[n + j]);
           query_pair<acc_t>(h[j], h[n + j], rho_re, rho_im, c, s, q_re, q_im);
           qr[j] = q_re;
           qr[n + j] = q_im;
-        }
+        });
       }
     });
   });
@@ -295,6 +332,7 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
     acc_t* s1p = s1.mutable_data_ptr<acc_t>();
     acc_t* s2p = s2.mutable_data_ptr<acc_t>();
     at::parallel_for(0, batch, row_grain(n), [&](int64_t b0, int64_t b1) {
+      std::vector<acc_t> dtheta(n);  // the row's dL/dtheta_j, reduced into S1 and S2 below
       for (int64_t b = b0; b < b1; ++b) {
         const scalar_t* g = gp + b * 2 * n;
         const scalar_t* h = ep + eidx[b] * 2 * n;
@@ -303,11 +341,8 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
         scalar_t* dh = dhp + b * 2 * n;
         scalar_t* dw = dwp + b * 2 * n;
         scalar_t* dv = dvp ? dvp + b * 2 * n : nullptr;
-        const acc_t speed = speeds(b);
-        acc_t sum1 = 0, sum2 = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          acc_t s, c;
-          sin_cos(speed * omega[j], s, c);
+        acc_t* dt = dtheta.data();
+        for_each_pair_scaled<acc_t>(speeds(b), omega.data(), n, [&](int64_t j, acc_t c, acc_t s) {
           const acc_t w_re = w[j], w_im = w[n + j];
           const acc_t v_re = v ? acc_t(v[j]) : acc_t(1), v_im = v ? acc_t(v[n + j]) : acc_t(1);
           const QueryPairGrad<acc_t> d =
@@ -320,9 +355,12 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
             dv[j] = d.rho_re * w_re;
             dv[n + j] = d.rho_im * w_im;
           }
-          const acc_t t = d.theta * omega[j];
-          sum1 += t;
-          sum2 += t * static_cast<acc_t>(j);
+          dt[j] = d.theta * omega[j];
+        });
+        acc_t sum1 = 0, sum2 = 0;
+        _Pragma("omp simd reduction(+ : sum1, sum2)") for (int64_t j = 0; j < n; ++j) {
+          sum1 += dt[j];
+          sum2 += dt[j] * static_cast<acc_t>(j);
         }
         s1p[b] = sum1;
         s2p[b] = sum2;

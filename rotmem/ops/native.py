@@ -17,10 +17,13 @@ Where the results differ from the reference by design:
 The fused cross-entropy never holds the ``[B, N]`` logits: it works on tiles of at most
 ``CE_TILE_ELEMENTS`` logits (env ``ROTMEM_CE_TILE_ELEMENTS``, default 2**23, i.e. 32 MiB in
 float32). When gradients are needed (grad mode on, ``q`` or ``entity`` requiring grad, reduction
-``"mean"`` or ``"sum"``) the forward pass also computes them, tile by tile, and backward only
-scales them by the output gradient: one sweep of three matrix products instead of a forward and a
-backward sweep of four (``ROTMEM_CE_GRAD_IN_FORWARD=0`` turns this off). Otherwise backward
-recomputes the logits tile by tile from the saved per-row log-sum-exp.
+``"mean"`` or ``"sum"``) and the entity table is small, the forward pass also computes them, tile
+by tile, and backward only scales them by the output gradient: one sweep of three matrix products
+instead of a forward and a backward sweep of four. The price is a second ``[N, 2n]`` gradient
+(the one held from the forward and its scaled copy), so for tables larger than
+``CE_GRAD_IN_FORWARD_MAX_BYTES`` (256 MiB of gradient, e.g. N = 128k at 2n = 500) backward instead
+recomputes the logits tile by tile from the saved per-row log-sum-exp, and peak memory is one
+entity gradient plus one tile. ``ROTMEM_CE_GRAD_IN_FORWARD=1`` / ``0`` forces either way.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ except ImportError as error:  # the extension was not built (e.g. ROTMEM_SKIP_NA
     _IMPORT_ERROR = str(error)
 
 CE_TILE_ELEMENTS = int(os.environ.get("ROTMEM_CE_TILE_ELEMENTS", 1 << 23))
-CE_GRAD_IN_FORWARD = os.environ.get("ROTMEM_CE_GRAD_IN_FORWARD", "1") != "0"
+# None: decide by the size of the entity gradient; True / False: always / never in the forward.
+CE_GRAD_IN_FORWARD: bool | None = {"1": True, "0": False}.get(os.environ.get("ROTMEM_CE_GRAD_IN_FORWARD", ""))
+CE_GRAD_IN_FORWARD_MAX_BYTES = 256 * 2**20
 CE_MIN_BLOCK_ROWS = 256  # fewer rows per matrix product than this wastes the BLAS kernels
 _REDUCTIONS = ("mean", "sum", "none")
 _N3_KINDS = ("l4", "modulus3")
@@ -204,6 +209,13 @@ def cross_entropy_blocks(batch: int, num_entities: int) -> tuple[int, int]:
     return rows, cols
 
 
+def grad_in_forward(entity: torch.Tensor) -> bool:
+    """Whether the fused cross-entropy computes its gradients in the forward sweep (see module doc)."""
+    if CE_GRAD_IN_FORWARD is not None:
+        return CE_GRAD_IN_FORWARD
+    return entity.numel() * _acc_dtype(entity).itemsize <= CE_GRAD_IN_FORWARD_MAX_BYTES
+
+
 def cross_entropy_tiled(
     q: torch.Tensor,
     entity: torch.Tensor,
@@ -220,7 +232,7 @@ def cross_entropy_tiled(
     target = target.long()
     need_q = q.requires_grad and torch.is_grad_enabled()
     need_entity = entity.requires_grad and torch.is_grad_enabled()
-    if CE_GRAD_IN_FORWARD and (need_q or need_entity) and reduction != "none":
+    if (need_q or need_entity) and reduction != "none" and grad_in_forward(entity):
         loss, _, _ = torch.ops.rotmem.cross_entropy_all_train(
             q, entity, target, reduction, block_rows, block_cols, need_q, need_entity
         )
