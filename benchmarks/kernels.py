@@ -90,15 +90,13 @@ def bandwidth_shape(rows: int) -> Shape:
 
 # --- inputs and calls --------------------------------------------------------------------------
 def step(ops, entity, w, w_hat, alpha_logit, log_s, log_base, h, r, t, tau):
-    """One Phase-2 training objective: queries both ways, fused CE over all entities, N3 / B."""
+    """One Phase-2 training objective as ``rotmem.losses`` computes it: queries both ways in one call,
+    fused CE over all entities, N3 / B."""
     alpha = torch.sigmoid(alpha_logit[r])
-    q = torch.cat(
-        [
-            ops.unrotated_query_indexed(entity, w, w_hat, h, r, tau, alpha, log_s, log_base, TAU0),
-            ops.unrotated_query_indexed(entity, w, w_hat, t, r, tau, alpha, log_s, log_base, TAU0),
-        ]
-    )
-    rows = [entity[h], w[r], w_hat[r], entity[t]]
+    ht, rr = torch.cat([h, t]), torch.cat([r, r])
+    angle = (torch.cat([tau, tau]), torch.cat([alpha, alpha]), log_s, log_base, TAU0)
+    q = ops.unrotated_query_indexed(entity, w, w_hat, ht, rr, *angle)
+    rows = [entity.index_select(0, ht), w.index_select(0, r), w_hat.index_select(0, r)]
     ce = ops.cross_entropy_all(q, entity, torch.cat([t, h]))
     return ce + REGULARIZER_WEIGHT * ops.n3(rows) / h.shape[0]
 

@@ -58,11 +58,13 @@ def make_problem(
 def step(ops: ModuleType, p: dict) -> torch.Tensor:
     """Forward and backward of ``½(CE_tail + CE_head) + 0.01·N3/B``; returns the loss."""
     e, w, v, h, r, t = p["entity"], p["w"], p["w_hat"], p["h"], p["r"], p["t"]
-    angle = (p["tau"], p["alpha"], p["log_s"], p["log_base"], 0.0)
-    q_tail = ops.unrotated_query_indexed(e, w, v, h, r, *angle)
-    q_head = ops.unrotated_query_indexed(e, w, v, t, r, *angle)
-    loss = ops.cross_entropy_all(torch.cat([q_tail, q_head]), e, torch.cat([t, h]))
-    loss = loss + 0.01 * ops.n3([e[h], w[r], v[r], e[t]]) / h.shape[0]
+    ht, rr = torch.cat([h, t]), torch.cat([r, r])
+    tau, alpha = torch.cat([p["tau"], p["tau"]]), torch.cat([p["alpha"], p["alpha"]])
+    angle = (tau, alpha, p["log_s"], p["log_base"], 0.0)
+    queries = ops.unrotated_query_indexed(e, w, v, ht, rr, *angle)  # tail queries, then head queries
+    loss = ops.cross_entropy_all(queries, e, torch.cat([t, h]))
+    rows = [e.index_select(0, ht), w.index_select(0, r), v.index_select(0, r)]
+    loss = loss + 0.01 * ops.n3(rows) / h.shape[0]
     loss.backward()
     return loss.detach()
 

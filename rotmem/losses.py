@@ -14,11 +14,11 @@ DAYS_PER_YEAR = 365.25
 def one_vs_all_loss(model: RoMem, facts: torch.Tensor) -> torch.Tensor:
     """``½(CE_tail + CE_head)``: 1-vs-all cross-entropy over all entities, both directions.
 
-    ``facts [B, 4]`` int64 ``(h, r, t, day)``. Both queries go through one fused CE call.
+    ``facts [B, 4]`` int64 ``(h, r, t, day)``. Both directions' queries come from one fused query
+    call and go through one fused CE call.
     """
     h, r, t, day = facts.unbind(1)
-    tau = day.to(model.entity.dtype)
-    queries = torch.cat([model.query_tails(h, r, tau), model.query_heads(r, t, tau)])
+    queries = model.query_tails_and_heads(h, r, t, day.to(model.entity.dtype))
     return ops.cross_entropy_all(queries, model.entity, torch.cat([t, h]))
 
 
@@ -26,9 +26,10 @@ def embedding_regularizer(model: RoMem, facts: torch.Tensor, kind: str = "l4") -
     """``(Σ|e_h|⁴ + Σ|w_r|⁴ + Σ|ŵ_r|⁴ + Σ|e_t|⁴) / B`` over the batch's rows (``kind="l4"``), or
     the same with tkbc's cubed pair modulus (``kind="modulus3"``)."""
     h, r, t, _ = facts.unbind(1)
-    rows = [model.entity[torch.cat([h, t])], model.w[r]]  # one gather: one gradient scatter
+    # one gather per table; index_select's backward (index_add) is ~2.5x faster than indexing's
+    rows = [model.entity.index_select(0, torch.cat([h, t])), model.w.index_select(0, r)]
     if model.w_hat is not None:
-        rows.append(model.w_hat[r])
+        rows.append(model.w_hat.index_select(0, r))
     return ops.n3(rows, kind=kind) / facts.shape[0]
 
 

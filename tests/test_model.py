@@ -49,6 +49,15 @@ def test_score_equals_unrotation_trick_for_heads_and_tails(backbone):
     torch.testing.assert_close(heads.gather(1, h[:, None]).squeeze(1), direct)
 
 
+@pytest.mark.parametrize("tau", ["per fact", 250.0])
+def test_both_directions_in_one_call_equal_the_two_queries(tau):
+    model = small_model("chronor")
+    h, r, t, days = batch()
+    tau = days if tau == "per fact" else tau
+    both = model.query_tails_and_heads(h, r, t, tau)
+    torch.testing.assert_close(both, torch.cat([model.query_tails(h, r, tau), model.query_heads(r, t, tau)]))
+
+
 def test_score_at_several_times_matches_one_at_a_time():
     model = small_model()
     h, r, t, tau = batch()

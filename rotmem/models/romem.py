@@ -119,6 +119,14 @@ class RoMem(nn.Module):
         """``q_head [B, 2n]`` with ``f(h, r, t | tau) = <q_head, e_h>``."""
         return self._query(t, r, tau)
 
+    def query_tails_and_heads(
+        self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor, tau: torch.Tensor | float
+    ) -> torch.Tensor:
+        """``cat([query_tails(h, r, tau), query_heads(r, t, tau)])``: ``[2B, 2n]``, in one fused call
+        (one gather and, in training, one gradient scatter into the tables instead of two)."""
+        days = as_days(tau, r)
+        return self._query(torch.cat([h, t]), torch.cat([r, r]), torch.cat([days, days]))
+
     # --- scores -----------------------------------------------------------------------------
     def relation_vector(self, r: torch.Tensor) -> torch.Tensor:
         """The real diagonal ``w_r * w_hat_r`` (ChronoR) or ``w_r`` (DistMult): ``[..., 2n]``."""
