@@ -6,7 +6,25 @@ A pair ``j`` is ``(re, im) = (x[j], x[n + j])``; ``s, c = sin(theta_j), cos(thet
 from __future__ import annotations
 
 import triton
-import triton.language as tl  # noqa: F401  (a jit function must see triton.language in its module)
+import triton.language as tl
+
+from rotmem.ops.triton._common import cast_for, upcast
+
+
+@triton.jit
+def load_pairs(P, rows, cols, stride, n, mask, FP64: tl.constexpr):
+    """Pairs ``(re, im)`` at columns ``cols`` of rows ``rows`` (a block's rows, or gathered ids) of
+    ``P`` (row stride ``stride``), upcast to the compute dtype; masked lanes read 0."""
+    p = P + rows[:, None] * stride + cols[None, :]
+    return upcast(tl.load(p, mask=mask, other=0.0), FP64), upcast(tl.load(p + n, mask=mask, other=0.0), FP64)
+
+
+@triton.jit
+def store_pairs(P, rows, cols, stride, n, re, im, mask):
+    """Write pairs ``(re, im)`` in ``P``'s dtype at columns ``cols`` of rows ``rows``."""
+    p = P + rows[:, None] * stride + cols[None, :]
+    tl.store(p, cast_for(re, P), mask=mask)
+    tl.store(p + n, cast_for(im, P), mask=mask)
 
 
 @triton.jit

@@ -22,7 +22,7 @@ from rotmem.ops.triton._common import (
     sincos,
     upcast,
 )
-from rotmem.ops.triton._pairs import rotate_pairs, unrotate_pairs
+from rotmem.ops.triton._pairs import load_pairs, rotate_pairs, store_pairs, unrotate_pairs
 
 
 @triton.jit
@@ -42,15 +42,11 @@ def _rotate_forward_kernel(
     rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rows < M)[:, None] & (cols < n)[None, :]
-    x = X + rows[:, None] * stride_x + cols[None, :]
-    re = upcast(tl.load(x, mask=mask, other=0.0), FP64)
-    im = upcast(tl.load(x + n, mask=mask, other=0.0), FP64)
+    re, im = load_pairs(X, rows, cols, stride_x, n, mask, FP64)
     theta = upcast(tl.load(T + rows[:, None] * stride_t + cols[None, :], mask=mask, other=0.0), FP64)
     s, c = sincos(theta)
     yr, yi = rotate_pairs(re, im, s, c)
-    y = Y + rows[:, None] * stride_y + cols[None, :]
-    tl.store(y, cast_for(yr, Y), mask=mask)
-    tl.store(y + n, cast_for(yi, Y), mask=mask)
+    store_pairs(Y, rows, cols, stride_y, n, yr, yi, mask)
 
 
 @triton.jit
@@ -62,19 +58,13 @@ def _rotate_backward_kernel(
     rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rows < M)[:, None] & (cols < n)[None, :]
-    g = G + rows[:, None] * stride_g + cols[None, :]
-    gr = upcast(tl.load(g, mask=mask, other=0.0), FP64)
-    gi = upcast(tl.load(g + n, mask=mask, other=0.0), FP64)
-    x = X + rows[:, None] * stride_x + cols[None, :]
-    re = upcast(tl.load(x, mask=mask, other=0.0), FP64)
-    im = upcast(tl.load(x + n, mask=mask, other=0.0), FP64)
+    gr, gi = load_pairs(G, rows, cols, stride_g, n, mask, FP64)
+    re, im = load_pairs(X, rows, cols, stride_x, n, mask, FP64)
     t_off = rows[:, None] * stride_t + cols[None, :]
     s, c = sincos(upcast(tl.load(T + t_off, mask=mask, other=0.0), FP64))
     yr, yi = rotate_pairs(re, im, s, c)
     gxr, gxi = unrotate_pairs(gr, gi, s, c)
-    gx = GX + rows[:, None] * (2 * n) + cols[None, :]
-    tl.store(gx, cast_for(gxr, GX), mask=mask)
-    tl.store(gx + n, cast_for(gxi, GX), mask=mask)
+    store_pairs(GX, rows, cols, 2 * n, n, gxr, gxi, mask)
     tl.store(GT + rows[:, None] * n + cols[None, :], cast_for(gi * yr - gr * yi, GT), mask=mask)
 
 

@@ -22,21 +22,8 @@ from rotmem.ops.triton._common import (
     sincos,
     upcast,
 )
-from rotmem.ops.triton._pairs import query_pairs, query_pairs_backward
+from rotmem.ops.triton._pairs import load_pairs, query_pairs, query_pairs_backward, store_pairs
 from rotmem.ops.triton.rotate import rows_of
-
-
-@triton.jit
-def _load_pairs(P, rows, cols, stride, n, mask, FP64: tl.constexpr):
-    p = P + rows[:, None] * stride + cols[None, :]
-    return upcast(tl.load(p, mask=mask, other=0.0), FP64), upcast(tl.load(p + n, mask=mask, other=0.0), FP64)
-
-
-@triton.jit
-def _store_pairs(P, rows, cols, n, re, im, mask):
-    p = P + rows[:, None] * (2 * n) + cols[None, :]
-    tl.store(p, cast_for(re, P), mask=mask)
-    tl.store(p + n, cast_for(im, P), mask=mask)
 
 
 @triton.jit
@@ -47,16 +34,16 @@ def _query_forward_kernel(
     rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rows < M)[:, None] & (cols < n)[None, :]
-    hr, hi = _load_pairs(H, rows, cols, stride_h, n, mask, FP64)
-    rr, ri = _load_pairs(W, rows, cols, stride_w, n, mask, FP64)
+    hr, hi = load_pairs(H, rows, cols, stride_h, n, mask, FP64)
+    rr, ri = load_pairs(W, rows, cols, stride_w, n, mask, FP64)
     if HAS_WH:
-        whr, whi = _load_pairs(WH, rows, cols, stride_wh, n, mask, FP64)
+        whr, whi = load_pairs(WH, rows, cols, stride_wh, n, mask, FP64)
         rr = rr * whr
         ri = ri * whi
     theta = upcast(tl.load(T + rows[:, None] * stride_t + cols[None, :], mask=mask, other=0.0), FP64)
     s, c = sincos(theta)
     qr, qi = query_pairs(hr, hi, rr, ri, s, c)
-    _store_pairs(Q, rows, cols, n, qr, qi, mask)
+    store_pairs(Q, rows, cols, 2 * n, n, qr, qi, mask)
 
 
 @triton.jit
@@ -67,24 +54,24 @@ def _query_backward_kernel(
     rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rows < M)[:, None] & (cols < n)[None, :]
-    gr, gi = _load_pairs(G, rows, cols, stride_g, n, mask, FP64)
-    hr, hi = _load_pairs(H, rows, cols, stride_h, n, mask, FP64)
-    wr, wi = _load_pairs(W, rows, cols, stride_w, n, mask, FP64)
+    gr, gi = load_pairs(G, rows, cols, stride_g, n, mask, FP64)
+    hr, hi = load_pairs(H, rows, cols, stride_h, n, mask, FP64)
+    wr, wi = load_pairs(W, rows, cols, stride_w, n, mask, FP64)
     rr = wr
     ri = wi
     if HAS_WH:
-        whr, whi = _load_pairs(WH, rows, cols, stride_wh, n, mask, FP64)
+        whr, whi = load_pairs(WH, rows, cols, stride_wh, n, mask, FP64)
         rr = wr * whr
         ri = wi * whi
     theta = upcast(tl.load(T + rows[:, None] * stride_t + cols[None, :], mask=mask, other=0.0), FP64)
     s, c = sincos(theta)
     ghr, ghi, grr, gri, gtheta = query_pairs_backward(gr, gi, hr, hi, rr, ri, s, c)
-    _store_pairs(GH, rows, cols, n, ghr, ghi, mask)
+    store_pairs(GH, rows, cols, 2 * n, n, ghr, ghi, mask)
     if HAS_WH:
-        _store_pairs(GW, rows, cols, n, grr * whr, gri * whi, mask)
-        _store_pairs(GWH, rows, cols, n, grr * wr, gri * wi, mask)
+        store_pairs(GW, rows, cols, 2 * n, n, grr * whr, gri * whi, mask)
+        store_pairs(GWH, rows, cols, 2 * n, n, grr * wr, gri * wi, mask)
     else:
-        _store_pairs(GW, rows, cols, n, grr, gri, mask)
+        store_pairs(GW, rows, cols, 2 * n, n, grr, gri, mask)
     tl.store(GT + rows[:, None] * n + cols[None, :], cast_for(gtheta, GT), mask=mask)
 
 

@@ -20,7 +20,6 @@ import triton.language as tl
 
 from rotmem.ops.reference import LOG_BASE_MIN, LOG_S_MIN
 from rotmem.ops.triton._common import (
-    cast_for,
     check_float,
     check_index,
     check_same_device,
@@ -32,13 +31,7 @@ from rotmem.ops.triton._common import (
     sincos,
     upcast,
 )
-from rotmem.ops.triton._pairs import query_pairs, query_pairs_backward
-
-
-@triton.jit
-def _gather(P, idx, cols, stride, n, mask, FP64: tl.constexpr):
-    p = P + idx[:, None] * stride + cols[None, :]
-    return upcast(tl.load(p, mask=mask, other=0.0), FP64), upcast(tl.load(p + n, mask=mask, other=0.0), FP64)
+from rotmem.ops.triton._pairs import load_pairs, query_pairs, query_pairs_backward, store_pairs
 
 
 @triton.jit
@@ -69,18 +62,16 @@ def _query_indexed_forward_kernel(
     mask = row_mask[:, None] & (cols < n)[None, :]
     e = tl.load(EI + rows, mask=row_mask, other=0).to(tl.int64)
     r = tl.load(RI + rows, mask=row_mask, other=0).to(tl.int64)
-    hr, hi = _gather(E, e, cols, stride_e, n, mask, FP64)
-    rr, ri = _gather(W, r, cols, stride_w, n, mask, FP64)
+    hr, hi = load_pairs(E, e, cols, stride_e, n, mask, FP64)
+    rr, ri = load_pairs(W, r, cols, stride_w, n, mask, FP64)
     if HAS_WH:
-        whr, whi = _gather(WH, r, cols, stride_wh, n, mask, FP64)
+        whr, whi = load_pairs(WH, r, cols, stride_wh, n, mask, FP64)
         rr = rr * whr
         ri = ri * whi
     theta, _, _ = _angles(SPEED, LOG_BASE, rows, cols, n, row_mask, FP64)
     s, c = sincos(theta)
     qr, qi = query_pairs(hr, hi, rr, ri, s, c)
-    q = Q + rows[:, None] * (2 * n) + cols[None, :]
-    tl.store(q, cast_for(qr, Q), mask=mask)
-    tl.store(q + n, cast_for(qi, Q), mask=mask)
+    store_pairs(Q, rows, cols, 2 * n, n, qr, qi, mask)
 
 
 @triton.jit
@@ -96,15 +87,13 @@ def _query_indexed_backward_kernel(
     mask = row_mask[:, None] & (cols < n)[None, :]
     e = tl.load(EI + rows, mask=row_mask, other=0).to(tl.int64)
     r = tl.load(RI + rows, mask=row_mask, other=0).to(tl.int64)
-    g = G + rows[:, None] * stride_g + cols[None, :]
-    gr = upcast(tl.load(g, mask=mask, other=0.0), FP64)
-    gi = upcast(tl.load(g + n, mask=mask, other=0.0), FP64)
-    hr, hi = _gather(E, e, cols, stride_e, n, mask, FP64)
-    wr, wi = _gather(W, r, cols, stride_w, n, mask, FP64)
+    gr, gi = load_pairs(G, rows, cols, stride_g, n, mask, FP64)
+    hr, hi = load_pairs(E, e, cols, stride_e, n, mask, FP64)
+    wr, wi = load_pairs(W, r, cols, stride_w, n, mask, FP64)
     rr = wr
     ri = wi
     if HAS_WH:
-        whr, whi = _gather(WH, r, cols, stride_wh, n, mask, FP64)
+        whr, whi = load_pairs(WH, r, cols, stride_wh, n, mask, FP64)
         rr = wr * whr
         ri = wi * whi
     theta, omega, j = _angles(SPEED, LOG_BASE, rows, cols, n, row_mask, FP64)
