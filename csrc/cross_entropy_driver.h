@@ -42,6 +42,25 @@ struct TileKernels {
                        at::Tensor& tgt);
 };
 
+// The TileKernels of q's dtype: KernelsOf<scalar_t>::kernels, one device's tile kernels instantiated
+// for scalar_t.
+template <template <typename> class KernelsOf>
+TileKernels tile_kernels_for(const at::Tensor& q) {
+  switch (q.scalar_type()) {
+    case at::kFloat:
+      return KernelsOf<float>::kernels;
+    case at::kDouble:
+      return KernelsOf<double>::kernels;
+    case at::kBFloat16:
+      return KernelsOf<at::BFloat16>::kernels;
+    case at::kHalf:
+      return KernelsOf<at::Half>::kernels;
+    default:
+      TORCH_CHECK(false, "rotmem::cross_entropy_all: unsupported dtype ", q.scalar_type(),
+                  " (float32, float64, bfloat16 or float16)");
+  }
+}
+
 enum class Reduction { kNone, kMean, kSum };
 
 inline Reduction parse_reduction(const std::string& reduction) {

@@ -125,25 +125,11 @@ void lse_and_grad(at::Tensor& tile, const at::Tensor& target, const at::Tensor& 
 }
 
 template <typename scalar_t>
-TileKernels kernels_for() {
-  return {&lse_update<scalar_t>, &grad<scalar_t>, &lse_and_grad<scalar_t>};
-}
+struct KernelsOf {
+  static constexpr TileKernels kernels{&lse_update<scalar_t>, &grad<scalar_t>, &lse_and_grad<scalar_t>};
+};
 
-TileKernels cpu_kernels(const at::Tensor& q) {
-  switch (q.scalar_type()) {
-    case at::kFloat:
-      return kernels_for<float>();
-    case at::kDouble:
-      return kernels_for<double>();
-    case at::kBFloat16:
-      return kernels_for<at::BFloat16>();
-    case at::kHalf:
-      return kernels_for<at::Half>();
-    default:
-      TORCH_CHECK(false, "rotmem::cross_entropy_all: unsupported dtype ", q.scalar_type(),
-                  " (float32, float64, bfloat16 or float16)");
-  }
-}
+TileKernels cpu_kernels(const at::Tensor& q) { return tile_kernels_for<KernelsOf>(q); }
 
 std::tuple<at::Tensor, at::Tensor> cross_entropy_all_cpu(const at::Tensor& q, const at::Tensor& entity,
                                                          const at::Tensor& target, c10::string_view reduction,
