@@ -8,8 +8,8 @@ The match gives the fact's source span. Without a text nothing can be checked: e
 with no span.
 
 Lookups are plain ``str.find`` on the lower-cased text (one character per character when
-lower-casing keeps the length); a multi-word object that is not found there is looked up again in
-a whitespace-collapsed copy, and texts whose lower-casing changes their length (e.g. "İ") use an
+lower-casing keeps the length); a multi-word object is looked up in a whitespace-collapsed copy
+(made once per text), and texts whose lower-casing changes their length (e.g. "İ") use an
 equivalent regular expression.
 """
 
@@ -38,12 +38,10 @@ class SessionText:
         if not self.one_to_one:
             return object_span(obj, self.text)
         needle = " ".join(obj.lower().split())
+        if " " in needle:  # an exact hit could come after a hit with other whitespace between words
+            return self._find_collapsed(needle)
         start = _find_word(self.lower, needle)
-        if start is not None:
-            return start, start + len(needle)
-        if " " not in needle:
-            return None
-        return self._find_collapsed(needle)
+        return None if start is None else (start, start + len(needle))
 
     def _find_collapsed(self, needle: str) -> Span | None:
         """Find ``needle`` in the text with every whitespace run collapsed to one space."""

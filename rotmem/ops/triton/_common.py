@@ -107,12 +107,15 @@ def kernel_op(name: str):
 def launch(kernel, grid: tuple[int, ...], *args, **kwargs) -> None:
     """Launch ``kernel`` through ``wrap_triton`` (so ``torch.compile`` and export can trace it).
 
-    Under the interpreter, a launch on fake tensors (the fake implementation of a ``kernel_op``)
-    does nothing: the outputs are already allocated with the right shapes, all a fake run computes.
+    Under the interpreter the op is opaque (see ``kernel_op``), so the kernel is called directly
+    (torch < 2.13's ``wrap_triton`` rejects interpreted kernels), and a launch on fake tensors (the
+    fake implementation) does nothing: the outputs already have the right shapes, all a fake run
+    computes.
     """
-    if INTERPRETED and any(isinstance(a, torch.Tensor) and is_fake(a) for a in args):
-        return
-    wrap_triton(kernel)[grid](*args, **kwargs)
+    if not INTERPRETED:
+        wrap_triton(kernel)[grid](*args, **kwargs)
+    elif not any(isinstance(a, torch.Tensor) and is_fake(a) for a in args):
+        kernel[grid](*args, **kwargs)
 
 
 def pow2(n: int, low: int = 1, high: int = 1 << 30) -> int:
