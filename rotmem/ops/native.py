@@ -380,10 +380,12 @@ def _register() -> None:
     def train_setup(ctx, inputs, output):
         ctx.save_for_backward(output[1], output[2])
         ctx.mark_non_differentiable(output[1], output[2])
+        ctx.set_materialize_grads(False)  # no zero [B, 2n] and [N, 2n] for the gradient outputs
 
     def train_backward(ctx, grad_loss, grad_q_out, grad_entity_out):
         grad_q, grad_entity = ctx.saved_tensors
-        need_q, need_entity = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        need_q = ctx.needs_input_grad[0] and grad_loss is not None
+        need_entity = ctx.needs_input_grad[1] and grad_loss is not None
         return (
             _times(grad_q, grad_loss) if need_q else None,
             _times(grad_entity, grad_loss) if need_entity else None,
