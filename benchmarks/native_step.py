@@ -27,7 +27,7 @@ from types import ModuleType
 
 import torch
 
-from rotmem.ops import native, reference
+from rotmem.ops import ce_tiles, native, reference
 
 RESULTS = Path(__file__).resolve().parent / "results" / "native_step.csv"
 
@@ -108,11 +108,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def recompute(ops: ModuleType, p: dict) -> torch.Tensor:
         """Native with the CE gradients recomputed in backward instead of computed in the forward sweep."""
-        chosen, native.CE_GRAD_IN_FORWARD = native.CE_GRAD_IN_FORWARD, False
+        chosen, ce_tiles.CE_GRAD_IN_FORWARD = ce_tiles.CE_GRAD_IN_FORWARD, False
         try:
             return step(ops, p)
         finally:
-            native.CE_GRAD_IN_FORWARD = chosen
+            ce_tiles.CE_GRAD_IN_FORWARD = chosen
 
     run = {
         "eager": lambda: step(reference, p),

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rotmem.ops import native, reference
+from rotmem.ops import ce_tiles, native, reference
 
 pytestmark = pytest.mark.skipif(not native.is_available("cpu"), reason=native.unavailable_reason("cpu"))
 DEVICES = ["cpu"] + (["cuda"] if native.is_available("cuda") else [])
@@ -344,7 +344,7 @@ def test_cross_entropy_all_gradient_of_one_input(device, reduction):
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
 def test_cross_entropy_all_recomputing_in_backward(monkeypatch, device, reduction):
     """With ROTMEM_CE_GRAD_IN_FORWARD=0 the gradients come from the backward sweep instead."""
-    monkeypatch.setattr(native, "CE_GRAD_IN_FORWARD", False)
+    monkeypatch.setattr(ce_tiles, "CE_GRAD_IN_FORWARD", False)
     check(
         ce_fn(native.cross_entropy_all, reduction, 5, 16),
         ce_fn(reference.cross_entropy_all, reduction, 0, 0),
@@ -356,19 +356,6 @@ def test_cross_entropy_all_recomputing_in_backward(monkeypatch, device, reductio
     )
 
 
-def test_cross_entropy_gradients_move_to_backward_for_large_tables(monkeypatch):
-    """By default only small tables get their gradient in the forward (it costs a second [N, 2n])."""
-    monkeypatch.setattr(native, "CE_GRAD_IN_FORWARD", None)
-    monkeypatch.setattr(native, "CE_GRAD_IN_FORWARD_MAX_BYTES", 40 * 8 * 4)
-    assert native.grad_in_forward(torch.zeros(40, 8))
-    assert not native.grad_in_forward(torch.zeros(41, 8))
-    assert not native.grad_in_forward(torch.zeros(40, 8, dtype=torch.float64))
-    monkeypatch.setattr(native, "CE_GRAD_IN_FORWARD", True)
-    assert native.grad_in_forward(torch.zeros(41, 8))
-    monkeypatch.setattr(native, "CE_GRAD_IN_FORWARD", False)
-    assert not native.grad_in_forward(torch.zeros(1, 2))
-
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_cross_entropy_all_without_grad(device):
     q, e, target = (t.float() if t.is_floating_point() else t for t in ce_inputs(9, 40, 10, device))
@@ -376,15 +363,6 @@ def test_cross_entropy_all_without_grad(device):
         loss = native.cross_entropy_tiled(q.requires_grad_(), e, target, "mean", 4, 16)
     torch.testing.assert_close(loss, reference.cross_entropy_all(q, e, target), rtol=1e-5, atol=1e-6)
     assert not loss.requires_grad
-
-
-def test_cross_entropy_blocks_bound_the_tile(monkeypatch):
-    monkeypatch.setattr(native, "CE_TILE_ELEMENTS", 1 << 20)
-    for batch, entities in [(1, 1), (2000, 10488), (4096, 1_000_000), (10, 5)]:
-        rows, cols = native.cross_entropy_blocks(batch, entities)
-        assert 1 <= rows <= batch and 1 <= cols <= entities
-        assert rows * cols <= max(1 << 20, rows), (batch, entities, rows, cols)
-        assert cols == entities or rows <= native.CE_MIN_BLOCK_ROWS
 
 
 # --- score_all and n3 ----------------------------------------------------------------------------

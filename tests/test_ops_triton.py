@@ -24,7 +24,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("triton")
 
-from rotmem.ops import reference  # noqa: E402
+from rotmem.ops import ce_tiles, reference  # noqa: E402
 from rotmem.ops.backend import _load, available  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -204,13 +204,15 @@ def test_unrotated_query_indexed_names_bad_ids():
 
 
 # --- cross_entropy_all ---------------------------------------------------------------------------
+@pytest.mark.parametrize("grad_in_forward", [True, False])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows, entities, width", CE_SHAPES)
-def test_cross_entropy_all_matches_reference(rows, entities, width, dtype, reduction, monkeypatch):
-    cross_entropy = importlib.import_module("rotmem.ops.triton.cross_entropy")
-    # a gradient buffer of ~3 entity tiles: the backward walks several chunks even on tiny shapes
-    monkeypatch.setattr(cross_entropy, "CHUNK_ELEMENTS", max(rows, 1) * 48)
+def test_cross_entropy_all_matches_reference(
+    rows, entities, width, dtype, reduction, grad_in_forward, monkeypatch
+):
+    """Both ways to the gradients: in the forward sweep, or recomputed in backward."""
+    monkeypatch.setattr(ce_tiles, "CE_GRAD_IN_FORWARD", grad_in_forward)
     torch.manual_seed(rows + entities)
     q, entity = make(rows, width, dtype=dtype, scale=0.5), make(entities, width, dtype=dtype, scale=0.5)
     target = torch.randint(0, entities, (rows,), device=DEVICE)
@@ -224,21 +226,38 @@ def test_cross_entropy_all_matches_reference(rows, entities, width, dtype, reduc
     check_op(kernel, ref, [q, entity], dtype, ["q", "entity"])
 
 
-def test_cross_entropy_all_many_splits_and_chunks(monkeypatch):
-    """Entity tiles split over several programs (forward) and many backward chunks."""
-    cross_entropy = importlib.import_module("rotmem.ops.triton.cross_entropy")
-    monkeypatch.setattr(cross_entropy, "TARGET_PROGRAMS", 4)
-    monkeypatch.setattr(cross_entropy, "CHUNK_ELEMENTS", 5 * 16)
+@pytest.mark.parametrize("grad_in_forward", [True, False])
+@pytest.mark.parametrize("tile_elements", [5 * 16, 4 * 69])
+def test_cross_entropy_all_many_tiles(tile_elements, grad_in_forward, monkeypatch):
+    """Several row blocks, with entity chunks (online log-sum-exp) or whole rows per tile; targets on
+    the chunks' edges."""
+    monkeypatch.setattr(ce_tiles, "CE_TILE_ELEMENTS", tile_elements)
+    monkeypatch.setattr(ce_tiles, "CE_MIN_BLOCK_ROWS", 4)
+    monkeypatch.setattr(ce_tiles, "CE_GRAD_IN_FORWARD", grad_in_forward)
+    rows, cols = ce_tiles.cross_entropy_blocks(9, 69)
+    assert rows < 9 and (cols < 69 if tile_elements == 5 * 16 else cols == 69)
     torch.manual_seed(3)
-    q, entity = make(5, 8, scale=2.0), make(69, 8, scale=2.0)
-    target = torch.tensor([0, 68, 16, 17, 33], device=DEVICE)  # tile edges
-    check_op(
-        lambda q, e: T.cross_entropy_all(q, e, target, "none"),
-        lambda q, e: reference.cross_entropy_all(q, e, target, "none"),
-        [q, entity],
-        torch.float32,
-        ["q", "entity"],
-    )
+    q, entity = make(9, 8, scale=2.0), make(69, 8, scale=2.0)
+    target = torch.tensor([0, 68, 16, 17, 33, 34, 35, 1, 67], device=DEVICE)
+    for reduction in ("none", "mean"):
+        check_op(
+            lambda q, e, reduction=reduction: T.cross_entropy_all(q, e, target, reduction),
+            lambda q, e, reduction=reduction: reference.cross_entropy_all(q, e, target, reduction),
+            [q, entity],
+            torch.float32,
+            ["q", "entity"],
+        )
+
+
+def test_cross_entropy_all_output_gradient_scales_the_forward_gradients(monkeypatch):
+    """Gradients computed in the forward sweep are scaled by the output gradient in backward."""
+    monkeypatch.setattr(ce_tiles, "CE_GRAD_IN_FORWARD", True)
+    q, entity = make(4, 6), make(9, 6)
+    target = torch.tensor([1, 8, 0, 3], device=DEVICE)
+    got = torch.autograd.grad(-2.5 * T.cross_entropy_all(q, entity, target, "sum"), [q, entity])
+    want = torch.autograd.grad(-2.5 * reference.cross_entropy_all(q, entity, target, "sum"), [q, entity])
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
 
 
 def test_cross_entropy_all_only_q_needs_grad():
@@ -295,9 +314,9 @@ def gradcheck_case(op):
             return T.unrotated_query_indexed(entity, w, w_hat, *ids, tau, alpha, log_s, log_base, tau0)
 
         return indexed, tuple(inputs[:3] + inputs[5:9])
-    if op == "cross_entropy_all":
-        target = torch.tensor([4, 0, 2], device=DEVICE)
-        return lambda q, e: T.cross_entropy_all(q, e, target, "none"), (
+    if op.startswith("cross_entropy_all"):  # "none": recomputed in backward; "sum": in the forward
+        target, reduction = torch.tensor([4, 0, 2], device=DEVICE), op.split(":")[1]
+        return lambda q, e: T.cross_entropy_all(q, e, target, reduction), (
             make(3, 4, dtype=f64),
             make(5, 4, dtype=f64),
         )
@@ -305,7 +324,16 @@ def gradcheck_case(op):
 
 
 @pytest.mark.parametrize(
-    "op", ["rotate", "unrotated_query", "unrotated_query_indexed", "cross_entropy_all", "l4", "modulus3"]
+    "op",
+    [
+        "rotate",
+        "unrotated_query",
+        "unrotated_query_indexed",
+        "cross_entropy_all:none",
+        "cross_entropy_all:sum",
+        "l4",
+        "modulus3",
+    ],
 )
 def test_gradcheck_float64(op):
     torch.manual_seed(0)
@@ -329,7 +357,8 @@ def test_opcheck():
             unrotated_query_indexed._query_indexed,
             (x, x[:2], x[:2], ids, ids, make(3, grad=False), torch.tensor(2.0, device=DEVICE), torch.float32),
         ),
-        (cross_entropy._cross_entropy, (make(2, 10, grad=False), x, ids[:2])),
+        (cross_entropy._cross_entropy, (make(2, 10, grad=False), x, ids[:2], 1, 2)),
+        (cross_entropy._cross_entropy_train, (make(2, 10, grad=False), x, ids[:2], "mean", 1, True, True)),
         (n3._n3, (x, True)),
     ]
     for op, args in cases:

@@ -1,7 +1,7 @@
 """Every Triton kernel compiles, ahead of time, to a cubin for the H200 (sm_90): no GPU needed.
 
 The CPU interpreter runs the kernels' Python but never their compiled path (libdevice sin/cos,
-``tl.dot`` precision, atomics, constexpr branches), so this compiles each kernel in its float32
+loop-carried reductions, atomics, constexpr branches), so this compiles each kernel in its float32
 and bfloat16 forms in a subprocess without ``TRITON_INTERPRET``.
 """
 
@@ -36,14 +36,14 @@ KERNELS = [
       "GE": "A", "GW": "A", "GWH": "A", "PART_SPEED": "fp64", "PART_BASE": "fp64"},
      ["B", "n", "stride_g", "stride_e", "stride_w", "stride_wh"],
      {"BLOCK_B": 8, "BLOCK_N": 128, "HAS_WH": True}),
-    ("cross_entropy", "_ce_forward_kernel",
-     {"Qp": "T", "E": "T", "TARGET": "i64", "PART_MAX": "A", "PART_SUM": "A", "PART_TARGET": "A"},
-     ["B", "N", "stride_q", "stride_e", "splits"],
-     {"D": 498, "TILES_PER_SPLIT": 6, "BLOCK_B": 64, "BLOCK_N": 64, "BLOCK_K": 32, "PRECISION": "ieee"}),
-    ("cross_entropy", "_ce_grad_logits_kernel",
-     {"Qp": "T", "E": "T", "TARGET": "i64", "LSE": "A", "GRAD_LOSS": "A", "DZ": "T"},
-     ["B", "first", "count", "stride_q", "stride_e", "stride_dz"],
-     {"D": 498, "BLOCK_B": 64, "BLOCK_N": 64, "BLOCK_K": 32, "PRECISION": "ieee"}),
+    ("cross_entropy", "_lse_update_kernel",
+     {"TILE": "T", "TARGET": "i64", "M": "A", "S": "A", "TGT": "A"}, ["r0", "c0"],
+     {"COLS": 3496, "BLOCK": 2048}),
+    ("cross_entropy", "_grad_kernel", {"TILE": "T", "TARGET": "i64", "LSE": "A", "COEF": "A"}, ["r0", "c0"],
+     {"COLS": 3496, "BLOCK": 2048}),
+    ("cross_entropy", "_lse_and_grad_kernel",
+     {"TILE": "T", "TARGET": "i64", "LSE": "A", "TGT": "A", "COEF": "A"}, ["r0"],
+     {"COLS": 10488, "BLOCK": 2048}),
     ("n3", "_n3_forward_kernel", {"X": "T", "PART": "A"}, ["M", "n", "stride_x"],
      {"BLOCK_M": 32, "BLOCK_N": 128, "MODULUS": True}),
     ("n3", "_n3_backward_kernel", {"G": "A", "X": "T", "GX": "T"}, ["M", "n", "stride_x"],

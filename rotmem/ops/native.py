@@ -14,24 +14,17 @@ Where the results differ from the reference by design:
   always returns float32).
 - Indices must lie in ``[0, rows)``; negative indices raise instead of wrapping around.
 
-The fused cross-entropy never holds the ``[B, N]`` logits: it works on tiles of at most
-``CE_TILE_ELEMENTS`` logits (env ``ROTMEM_CE_TILE_ELEMENTS``, default 2**23, i.e. 32 MiB in
-float32). When gradients are needed (grad mode on, ``q`` or ``entity`` requiring grad, reduction
-``"mean"`` or ``"sum"``) and the entity table is small, the forward pass also computes them, tile
-by tile, and backward only scales them by the output gradient: one sweep of three matrix products
-instead of a forward and a backward sweep of four. The price is a second ``[N, 2n]`` gradient
-(the one held from the forward and its scaled copy), so for tables larger than
-``CE_GRAD_IN_FORWARD_MAX_BYTES`` (256 MiB of gradient, e.g. N = 128k at 2n = 500) backward instead
-recomputes the logits tile by tile from the saved per-row log-sum-exp, and peak memory is one
-entity gradient plus one tile. ``ROTMEM_CE_GRAD_IN_FORWARD=1`` / ``0`` forces either way.
+The fused cross-entropy never holds the ``[B, N]`` logits; how it tiles them, and when it computes
+its gradients in the forward sweep, is ``rotmem.ops.ce_tiles``.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import torch
+
+from rotmem.ops import ce_tiles
 
 try:
     from rotmem import _C
@@ -39,11 +32,6 @@ except ImportError as error:  # the extension was not built (e.g. ROTMEM_SKIP_NA
     _C = None
     _IMPORT_ERROR = str(error)
 
-CE_TILE_ELEMENTS = int(os.environ.get("ROTMEM_CE_TILE_ELEMENTS", 1 << 23))
-# None: decide by the size of the entity gradient; True / False: always / never in the forward.
-CE_GRAD_IN_FORWARD: bool | None = {"1": True, "0": False}.get(os.environ.get("ROTMEM_CE_GRAD_IN_FORWARD", ""))
-CE_GRAD_IN_FORWARD_MAX_BYTES = 256 * 2**20
-CE_MIN_BLOCK_ROWS = 256  # fewer rows per matrix product than this wastes the BLAS kernels
 _REDUCTIONS = ("mean", "sum", "none")
 _N3_KINDS = ("l4", "modulus3")
 _BUILD_HINT = "build it with `pip install --no-build-isolation -e .` (torch must already be installed)"
@@ -159,14 +147,14 @@ def cross_entropy_all(
 ) -> torch.Tensor:
     """1-vs-all cross-entropy of ``q [B, 2n]`` against all of ``entity [N, 2n]``, ``target [B]``.
 
-    Fused and chunked: see the module docstring. Targets equal to -100 are ignored, as in
+    Fused and tiled (``rotmem.ops.ce_tiles``). Targets equal to -100 are ignored, as in
     ``torch.nn.functional.cross_entropy``.
     """
     if q.dim() != 2 or entity.dim() != 2:
         raise ValueError(
             f"expected q [B, D] and entity [N, D], got {tuple(q.shape)} and {tuple(entity.shape)}"
         )
-    block_rows, block_cols = cross_entropy_blocks(q.shape[0], entity.shape[0])
+    block_rows, block_cols = ce_tiles.cross_entropy_blocks(q.shape[0], entity.shape[0])
     return cross_entropy_tiled(q, entity, target, reduction, block_rows, block_cols)
 
 
@@ -187,33 +175,7 @@ def n3(tensors: Sequence[torch.Tensor], kind: str = "l4") -> torch.Tensor:
     return total
 
 
-# --- chunking of the cross-entropy ------------------------------------------------------------------
-
-
-def cross_entropy_blocks(batch: int, num_entities: int) -> tuple[int, int]:
-    """``(block_rows, block_cols)`` of the logit tiles for a ``[batch, num_entities]`` problem.
-
-    A tile has at most ``CE_TILE_ELEMENTS`` logits. Whole rows (every entity) when at least
-    ``CE_MIN_BLOCK_ROWS`` of them fit (one pass per row block), else ``CE_MIN_BLOCK_ROWS`` rows and
-    entity chunks (online log-sum-exp). Blocks and chunks are balanced so none is a small remnant.
-    """
-    budget = max(1, CE_TILE_ELEMENTS)
-    batch, num_entities = max(1, batch), max(1, num_entities)
-    rows = budget // num_entities
-    if rows >= batch:
-        return batch, num_entities
-    rows = max(rows, min(batch, CE_MIN_BLOCK_ROWS))
-    rows = -(-batch // -(-batch // rows))
-    cols = min(num_entities, max(1, budget // rows))
-    cols = -(-num_entities // -(-num_entities // cols))
-    return rows, cols
-
-
-def grad_in_forward(entity: torch.Tensor) -> bool:
-    """Whether the fused cross-entropy computes its gradients in the forward sweep (see module doc)."""
-    if CE_GRAD_IN_FORWARD is not None:
-        return CE_GRAD_IN_FORWARD
-    return entity.numel() * _acc_dtype(entity).itemsize <= CE_GRAD_IN_FORWARD_MAX_BYTES
+# --- the cross-entropy with explicit tiles -----------------------------------------------------
 
 
 def cross_entropy_tiled(
@@ -232,7 +194,7 @@ def cross_entropy_tiled(
     target = target.long()
     need_q = q.requires_grad and torch.is_grad_enabled()
     need_entity = entity.requires_grad and torch.is_grad_enabled()
-    if (need_q or need_entity) and reduction != "none" and grad_in_forward(entity):
+    if (need_q or need_entity) and reduction != "none" and ce_tiles.grad_in_forward(entity):
         loss, _, _ = torch.ops.rotmem.cross_entropy_all_train(
             q, entity, target, reduction, block_rows, block_cols, need_q, need_entity
         )

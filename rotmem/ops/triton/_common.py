@@ -50,16 +50,6 @@ def cast_for(x, P):
 
 
 @triton.jit
-def dot_operand(x):
-    """``x`` as a ``tl.dot`` operand: as is when compiled; float32 under the interpreter, whose dot
-    reads bfloat16 bits as integers (the products are the same: bf16 x bf16 is exact in float32)."""
-    if _INTERPRET:  # noqa: SIM102 (nested: the outer test prunes the branch when compiled)
-        if x.dtype == tl.bfloat16:
-            return x.to(tl.float32)
-    return x
-
-
-@triton.jit
 def upcast(x, FP64: tl.constexpr):
     """``x`` in the compute precision: float64 for float64 inputs, float32 for every other dtype."""
     if FP64:

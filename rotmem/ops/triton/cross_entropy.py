@@ -1,14 +1,19 @@
 """``cross_entropy_all``: 1-vs-all cross-entropy over every entity, never holding ``[B, N]`` (Triton).
 
-Forward: one kernel computes logits tile by tile (``tl.dot`` over entity tiles, float32
-accumulation) and keeps an online log-sum-exp per row, ``m <- max(m, max_j z_j)``,
-``l <- l * exp(m_old - m) + sum_j exp(z_j - m)``. Entity tiles are split across programs for
-parallelism; a ``[B, splits]`` combine finishes ``lse``. Memory: ``O(B * splits)``.
+The design of Liger-Kernel's fused linear cross-entropy, and of the native driver
+(``csrc/cross_entropy_driver.h``): the logits of one tile (``rotmem.ops.ce_tiles`` picks its rows
+and entity columns) come from a dense product, ``q[rows] @ entity[cols]^T``, which cuBLAS runs at
+the device's peak and under torch's TF32 switch exactly like the eager ``q @ E.T``; Triton kernels
+then do the per-row work on the tile in place, one program per row:
 
-Backward: entity chunks of ``C`` rows. For each, a kernel recomputes the chunk's logits and writes
-``dz = (softmax(z) - onehot(target)) * dL/dloss`` into a ``[B, C]`` buffer; then
-``dq += dz @ E_c`` and ``dE_c = dz^T @ q`` are two dense matmuls (cuBLAS on a GPU). Peak memory grows
-with ``B * C``, not with ``B * N``.
+- ``_lse_update_kernel``: merge the tile's (max, sum of exp) into the row's running summary
+  (online log-sum-exp over entity chunks) and pick out the target's logit;
+- ``_grad_kernel``: turn the tile into ``dL/dlogits = coef * (softmax - onehot(target))``;
+- ``_lse_and_grad_kernel``: both at once, for a tile that holds every entity.
+
+``dq`` and ``dentity`` are two more products of that tile. With gradients computed in the
+forward (small tables, ``ce_tiles.grad_in_forward``) a training step costs three products; else
+the forward keeps only each row's log-sum-exp and backward recomputes the tiles (four products).
 """
 
 from __future__ import annotations
@@ -17,208 +22,263 @@ import torch
 import triton
 import triton.language as tl
 
+from rotmem.ops import ce_tiles
 from rotmem.ops.triton._common import (
     cast_for,
     check_float,
     check_index,
     check_same_device,
-    dot_operand,
     is_fp64,
     kernel_op,
     launch,
     pow2,
+    upcast,
 )
 
-# Elements of the backward's [B, C] gradient buffer: 2**24 floats = 64 MiB in float32.
-CHUNK_ELEMENTS = 1 << 24
-# Programs the forward aims for (rows blocks x entity splits): a few per streaming multiprocessor.
-TARGET_PROGRAMS = 1024
 REDUCTIONS = ("mean", "sum", "none")
 
 
 @triton.jit
-def _logits_tile(
-    Qp, E, rows, cols, row_mask, col_mask, D: tl.constexpr, stride_q, stride_e,
-    BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
-    FP64: tl.constexpr,
-):  # fmt: skip
-    """``q[rows] @ E[cols]^T``: ``[BLOCK_B, BLOCK_N]`` in float32 (float64 for float64 inputs)."""
-    if FP64:
-        acc = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.float64)
-    else:
-        acc = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, D, BLOCK_K):
-        ks = k0 + tl.arange(0, BLOCK_K)
-        k_mask = ks < D
-        q = tl.load(
-            Qp + rows[:, None] * stride_q + ks[None, :], mask=row_mask[:, None] & k_mask[None, :], other=0.0
-        )
-        e = tl.load(
-            E + cols[None, :] * stride_e + ks[:, None], mask=k_mask[:, None] & col_mask[None, :], other=0.0
-        )
-        acc += tl.dot(dot_operand(q), dot_operand(e), input_precision=PRECISION)
-    return acc
+def _row_summary(ROW, COLS: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr):
+    """``(m, s)``: max of the row's ``COLS`` logits and the sum of ``exp(logit - m)``."""
+    offsets = tl.arange(0, BLOCK)
+    z = upcast(tl.load(ROW + offsets, mask=offsets < COLS, other=float("-inf")), FP64)
+    m = tl.max(z, axis=0)  # the first chunk always holds a logit: m is finite from here on
+    s = tl.sum(tl.exp(z - m), axis=0)
+    for start in range(BLOCK, COLS, BLOCK):
+        cols = start + offsets
+        z = upcast(tl.load(ROW + cols, mask=cols < COLS, other=float("-inf")), FP64)
+        new_m = tl.maximum(m, tl.max(z, axis=0))
+        s = s * tl.exp(m - new_m) + tl.sum(tl.exp(z - new_m), axis=0)
+        m = new_m
+    return m, s
 
 
 @triton.jit
-def _ce_forward_kernel(
-    Qp, E, TARGET, PART_MAX, PART_SUM, PART_TARGET, B, N, stride_q, stride_e, splits,
-    D: tl.constexpr, TILES_PER_SPLIT: tl.constexpr,
-    BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
-    FP64: tl.constexpr,
-):  # fmt: skip
-    split = tl.program_id(1)
-    rows = (tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)).to(tl.int64)
-    row_mask = rows < B
-    target = tl.load(TARGET + rows, mask=row_mask, other=-1)
-    if FP64:
-        running_max = tl.full((BLOCK_B,), float("-inf"), dtype=tl.float64)
-        running_sum = tl.zeros((BLOCK_B,), dtype=tl.float64)
-        target_logit = tl.zeros((BLOCK_B,), dtype=tl.float64)
-    else:
-        running_max = tl.full((BLOCK_B,), float("-inf"), dtype=tl.float32)
-        running_sum = tl.zeros((BLOCK_B,), dtype=tl.float32)
-        target_logit = tl.zeros((BLOCK_B,), dtype=tl.float32)
-    tiles = tl.cdiv(N, BLOCK_N)
-    # Loop bounds are constexpr: the compiler specialises on them, and the CPU interpreter cannot
-    # take runtime bounds (with numpy >= 2.4).
-    for step in range(0, TILES_PER_SPLIT):
-        tile = split * TILES_PER_SPLIT + step
-        if tile < tiles:  # the last split may hold fewer tiles; every tile holds a real entity
-            cols = tile.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
-            col_mask = cols < N
-            z = _logits_tile(
-                Qp, E, rows, cols, row_mask, col_mask, D, stride_q, stride_e,
-                BLOCK_B, BLOCK_N, BLOCK_K, PRECISION, FP64,
-            )  # fmt: skip
-            z = tl.where(col_mask[None, :], z, float("-inf"))
-            new_max = tl.maximum(running_max, tl.max(z, axis=1))
-            running_sum = running_sum * tl.exp(running_max - new_max) + tl.sum(
-                tl.exp(z - new_max[:, None]), axis=1
-            )
-            running_max = new_max
-            target_logit += tl.sum(tl.where(cols[None, :] == target[:, None], z, 0.0), axis=1)
-    part = rows * splits + split
-    tl.store(PART_MAX + part, running_max, mask=row_mask)
-    tl.store(PART_SUM + part, running_sum, mask=row_mask)
-    tl.store(PART_TARGET + part, target_logit, mask=row_mask)
+def _write_grad(ROW, target, lse, coef, COLS: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr):
+    """Row ``<- coef * (exp(logit - lse) - [column == target])`` in place."""
+    for start in range(0, COLS, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        mask = cols < COLS
+        z = upcast(tl.load(ROW + cols, mask=mask, other=0.0), FP64)
+        g = coef * tl.exp(z - lse)
+        g = tl.where(cols == target, g - coef, g)
+        tl.store(ROW + cols, cast_for(g, ROW), mask=mask)
 
 
 @triton.jit
-def _ce_grad_logits_kernel(
-    Qp, E, TARGET, LSE, GRAD_LOSS, DZ, B, first, count, stride_q, stride_e, stride_dz, D: tl.constexpr,
-    BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
-    FP64: tl.constexpr,
+def _lse_update_kernel(
+    TILE, TARGET, M, S, TGT, r0, c0,
+    COLS: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr,
 ):  # fmt: skip
-    """``dz[:, j] = (exp(z_j - lse) - [target == first + j]) * dL/dloss`` for ``j < count``."""
-    rows = (tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)).to(tl.int64)
-    local = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_mask = rows < B
-    col_mask = local < count
-    cols = first + local.to(tl.int64)
-    z = _logits_tile(
-        Qp, E, rows, cols, row_mask, col_mask, D, stride_q, stride_e,
-        BLOCK_B, BLOCK_N, BLOCK_K, PRECISION, FP64,
-    )  # fmt: skip
-    lse = tl.load(LSE + rows, mask=row_mask, other=0.0)
-    grad_loss = tl.load(GRAD_LOSS + rows, mask=row_mask, other=0.0)
-    target = tl.load(TARGET + rows, mask=row_mask, other=-1)
-    p = tl.exp(z - lse[:, None])
-    p = tl.where(cols[None, :] == target[:, None], p - 1.0, p)
-    dz = p * grad_loss[:, None]
-    mask = row_mask[:, None] & col_mask[None, :]
-    tl.store(DZ + rows[:, None] * stride_dz + local[None, :], cast_for(dz, DZ), mask=mask)
+    """Row ``r0 + i`` of the batch, tile row ``i``: fold entities ``[c0, c0 + COLS)`` into ``(M, S)``."""
+    i = tl.program_id(0).to(tl.int64)
+    row = r0 + i
+    ROW = TILE + i * COLS
+    m, s = _row_summary(ROW, COLS, BLOCK, FP64)
+    run_m, run_s = tl.load(M + row), tl.load(S + row)
+    new_m = tl.maximum(run_m, m)  # run_m is -inf before the first chunk: exp(-inf) = 0
+    tl.store(S + row, run_s * tl.exp(run_m - new_m) + s * tl.exp(m - new_m))
+    tl.store(M + row, new_m)
+    local = tl.load(TARGET + row) - c0
+    inside = (local >= 0) & (local < COLS)
+    target_logit = tl.load(ROW + local, mask=inside, other=0.0)
+    tl.store(TGT + row, upcast(target_logit, FP64), mask=inside)
 
 
-def _precision(q: torch.Tensor) -> str:
-    """``tl.dot`` input precision: float32 logits follow torch's TF32 switch, like ``q @ E.T`` does."""
-    allow_tf32 = q.dtype == torch.float32 and q.is_cuda and torch.backends.cuda.matmul.allow_tf32
-    return "tf32" if allow_tf32 else "ieee"
+@triton.jit
+def _grad_kernel(
+    TILE, TARGET, LSE, COEF, r0, c0,
+    COLS: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr,
+):  # fmt: skip
+    """Tile row ``i`` (entities ``[c0, c0 + COLS)``) becomes ``dL/dlogits`` of batch row ``r0 + i``."""
+    i = tl.program_id(0).to(tl.int64)
+    row = r0 + i
+    target = tl.load(TARGET + row) - c0
+    _write_grad(TILE + i * COLS, target, tl.load(LSE + row), tl.load(COEF + row), COLS, BLOCK, FP64)
 
 
-def _blocks(rows: int, entities: int, width: int) -> tuple[int, int, int]:
-    # tl.dot needs every block dimension >= 16.
-    return pow2(rows, low=16, high=64), pow2(entities, low=16, high=64), pow2(width, low=16, high=32)
+@triton.jit
+def _lse_and_grad_kernel(
+    TILE, TARGET, LSE, TGT, COEF, r0,
+    COLS: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr,
+):  # fmt: skip
+    """A tile row holding every entity: its log-sum-exp and target logit, then ``dL/dlogits``."""
+    i = tl.program_id(0).to(tl.int64)
+    row = r0 + i
+    ROW = TILE + i * COLS
+    target = tl.load(TARGET + row)
+    m, s = _row_summary(ROW, COLS, BLOCK, FP64)
+    lse = m + tl.log(s)
+    tl.store(LSE + row, lse)
+    tl.store(TGT + row, upcast(tl.load(ROW + target), FP64))
+    _write_grad(ROW, target, lse, tl.load(COEF + row), COLS, BLOCK, FP64)
+
+
+def _row_block(cols: int) -> int:
+    return pow2(cols, low=16, high=2048)
+
+
+def _acc_dtype(q: torch.Tensor, entity: torch.Tensor) -> torch.dtype:
+    return torch.float64 if is_fp64(q, entity) else torch.float32
+
+
+def _accumulate(
+    total: torch.Tensor | None, a: torch.Tensor, b: torch.Tensor, acc: torch.dtype
+) -> torch.Tensor:
+    """``total + a @ b`` (``a @ b`` when ``total`` is None), summed in ``acc``."""
+    if a.dtype == acc:
+        return a @ b if total is None else torch.addmm(total, a, b)
+    product = (a @ b).to(acc)  # bfloat16 products are rounded once, then summed in float32
+    return product if total is None else total + product
 
 
 @kernel_op("rotmem_triton::cross_entropy_all")
 def _cross_entropy(
-    q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor
+    q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, block_rows: int, block_cols: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(loss [B], lse [B])`` with ``loss_b = lse_b - <q_b, e_target_b>`` over all ``N`` entities."""
-    (rows, width), entities = q.shape, entity.shape[0]
-    fp64 = is_fp64(q, entity)
-    acc = torch.float64 if fp64 else torch.float32
-    block_b, block_n, block_k = _blocks(rows, entities, width)
-    row_blocks, tiles = triton.cdiv(rows, block_b), triton.cdiv(entities, block_n)
-    tiles_per_split = triton.cdiv(tiles, min(tiles, max(1, triton.cdiv(TARGET_PROGRAMS, row_blocks))))
-    splits = triton.cdiv(tiles, tiles_per_split)  # no split is left without a tile
-    part_max = torch.empty((rows, splits), dtype=acc, device=q.device)
-    part_sum = torch.empty((rows, splits), dtype=acc, device=q.device)
-    part_target = torch.empty((rows, splits), dtype=acc, device=q.device)
-    if rows:
-        launch(
-            _ce_forward_kernel, (row_blocks, splits), q, entity, target, part_max, part_sum, part_target,
-            rows, entities, q.stride(0), entity.stride(0), splits, D=width, TILES_PER_SPLIT=tiles_per_split,
-            BLOCK_B=block_b, BLOCK_N=block_n, BLOCK_K=block_k, PRECISION=_precision(q), FP64=fp64,
-        )  # fmt: skip
-    top = part_max.max(dim=1, keepdim=True).values
-    lse = top.squeeze(1) + torch.log((part_sum * torch.exp(part_max - top)).sum(dim=1))
-    return lse - part_target.sum(dim=1), lse
+    """``(loss [B], lse [B])`` with ``loss_b = lse_b - <q_b, e_target_b>``, tile by tile."""
+    (batch, _), entities = q.shape, entity.shape[0]
+    fp64, acc = is_fp64(q, entity), _acc_dtype(q, entity)
+    run_m = torch.full((batch,), float("-inf"), dtype=acc, device=q.device)
+    run_s = torch.zeros((batch,), dtype=acc, device=q.device)
+    target_logit = torch.zeros((batch,), dtype=acc, device=q.device)
+    for r0 in range(0, batch, block_rows):
+        q_rows = q[r0 : r0 + block_rows]
+        for c0 in range(0, entities, block_cols):
+            tile = q_rows @ entity[c0 : c0 + block_cols].t()
+            launch(
+                _lse_update_kernel, (tile.shape[0],), tile, target, run_m, run_s, target_logit, r0, c0,
+                COLS=tile.shape[1], BLOCK=_row_block(tile.shape[1]), FP64=fp64,
+            )  # fmt: skip
+    lse = run_m + torch.log(run_s)
+    return lse - target_logit, lse
 
 
 @kernel_op("rotmem_triton::cross_entropy_all_backward")
 def _cross_entropy_backward(
-    grad_loss: torch.Tensor,
+    grad_rows: torch.Tensor,
     q: torch.Tensor,
     entity: torch.Tensor,
     target: torch.Tensor,
     lse: torch.Tensor,
+    block_rows: int,
+    block_cols: int,
     need_q: bool,
     need_entity: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(dL/dq [B, 2n], dL/dentity [N, 2n])``, chunk by chunk of entities; unneeded ones are empty."""
-    (rows, width), entities = q.shape, entity.shape[0]
-    fp64 = is_fp64(q, entity)
-    acc = torch.float64 if fp64 else torch.float32
-    block_b, block_n, block_k = _blocks(rows, entities, width)
-    chunk = min(entities, max(block_n, CHUNK_ELEMENTS // max(rows, 1) // block_n * block_n))
-    grad_q = torch.zeros((rows, width) if need_q else (0,), dtype=acc, device=q.device)
-    grad_e = torch.empty(entity.shape if need_entity else (0,), dtype=entity.dtype, device=q.device)
-    dz = torch.empty((rows, chunk), dtype=q.dtype, device=q.device)
-    for first in range(0, entities if rows and (need_q or need_entity) else 0, chunk):
-        count = min(chunk, entities - first)
-        launch(
-            _ce_grad_logits_kernel, (triton.cdiv(rows, block_b), triton.cdiv(count, block_n)),
-            q, entity, target, lse, grad_loss, dz, rows, first, count,
-            q.stride(0), entity.stride(0), dz.stride(0), D=width,
-            BLOCK_B=block_b, BLOCK_N=block_n, BLOCK_K=block_k, PRECISION=_precision(q), FP64=fp64,
-        )  # fmt: skip
-        dz_chunk, e_chunk = dz[:, :count], entity[first : first + count]
+    """``(dL/dq [B, 2n], dL/dentity [N, 2n])`` for ``grad_rows = dL/dloss_b``, recomputing each
+    tile's logits; the gradients not needed are empty."""
+    (batch, width), entities = q.shape, entity.shape[0]
+    fp64, acc = is_fp64(q, entity), _acc_dtype(q, entity)
+    q_parts: list[torch.Tensor] = []
+    e_parts: list[torch.Tensor | None] = [None] * triton.cdiv(entities, block_cols)
+    for r0 in range(0, batch if need_q or need_entity else 0, block_rows):
+        q_rows, q_part = q[r0 : r0 + block_rows], None
+        for chunk, c0 in enumerate(range(0, entities, block_cols)):
+            e_chunk = entity[c0 : c0 + block_cols]
+            tile = q_rows @ e_chunk.t()
+            launch(
+                _grad_kernel, (tile.shape[0],), tile, target, lse, grad_rows, r0, c0,
+                COLS=tile.shape[1], BLOCK=_row_block(tile.shape[1]), FP64=fp64,
+            )  # fmt: skip
+            if need_q:
+                q_part = _accumulate(q_part, tile, e_chunk, acc)
+            if need_entity:
+                e_parts[chunk] = _accumulate(e_parts[chunk], tile.t(), q_rows, acc)
         if need_q:
-            grad_q += (dz_chunk @ e_chunk).to(acc)
+            q_parts.append(q_part)
+    grad_q = (
+        torch.cat(q_parts).to(q.dtype) if need_q and batch else q.new_zeros((batch, width) if need_q else 0)
+    )
+    if need_entity and batch:
+        grad_entity = torch.cat(e_parts).to(entity.dtype)
+    else:
+        grad_entity = entity.new_zeros(entity.shape if need_entity else 0)
+    return grad_q, grad_entity
+
+
+@kernel_op("rotmem_triton::cross_entropy_all_train")
+def _cross_entropy_train(
+    q: torch.Tensor,
+    entity: torch.Tensor,
+    target: torch.Tensor,
+    reduction: str,
+    block_rows: int,
+    need_q: bool,
+    need_entity: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(loss, dloss/dq, dloss/dentity)`` in one sweep of row blocks whose tiles hold every entity
+    (three products per block); ``reduction`` is ``"mean"`` or ``"sum"``."""
+    (batch, width), entities = q.shape, entity.shape[0]
+    fp64, acc = is_fp64(q, entity), _acc_dtype(q, entity)
+    coef = torch.full(
+        (batch,), 1.0 / max(batch, 1) if reduction == "mean" else 1.0, dtype=acc, device=q.device
+    )
+    lse = torch.empty((batch,), dtype=acc, device=q.device)
+    target_logit = torch.empty((batch,), dtype=acc, device=q.device)
+    q_parts: list[torch.Tensor] = []
+    grad_entity = None
+    for r0 in range(0, batch, block_rows):
+        q_rows = q[r0 : r0 + block_rows]
+        tile = q_rows @ entity.t()
+        launch(
+            _lse_and_grad_kernel, (tile.shape[0],), tile, target, lse, target_logit, coef, r0,
+            COLS=entities, BLOCK=_row_block(entities), FP64=fp64,
+        )  # fmt: skip
+        if need_q:
+            q_parts.append(tile @ entity)
         if need_entity:
-            grad_e[first : first + count] = dz_chunk.t() @ q
-    if need_entity and not rows:
-        grad_e.zero_()
-    return grad_q.to(q.dtype), grad_e
+            grad_entity = _accumulate(grad_entity, tile.t(), q_rows, acc)
+    loss = (lse - target_logit).sum()
+    if reduction == "mean":
+        loss = loss / batch
+    grad_q = torch.cat(q_parts) if need_q and batch else q.new_zeros((batch, width) if need_q else 0)
+    if grad_entity is None:
+        grad_entity = entity.new_zeros(entity.shape if need_entity else 0)
+    return loss, grad_q, grad_entity.to(entity.dtype)
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    q, entity, target = inputs
+    q, entity, target, block_rows, block_cols = inputs
     ctx.save_for_backward(q, entity, target, output[1])
+    ctx.blocks = (block_rows, block_cols)
 
 
 def _backward(ctx, grad_loss: torch.Tensor, grad_lse: torch.Tensor):
     q, entity, target, lse = ctx.saved_tensors
     need_q, need_entity = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
     grad_q, grad_e = _cross_entropy_backward(
-        grad_loss.contiguous().to(lse.dtype), q, entity, target, lse, need_q, need_entity
+        grad_loss.contiguous().to(lse.dtype), q, entity, target, lse, *ctx.blocks, need_q, need_entity
     )
-    return grad_q if need_q else None, grad_e if need_entity else None, None
+    return grad_q if need_q else None, grad_e if need_entity else None, None, None, None
 
 
 _cross_entropy.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _train_setup_context(ctx, inputs, output) -> None:
+    ctx.save_for_backward(output[1], output[2])
+    ctx.mark_non_differentiable(output[1], output[2])
+    ctx.set_materialize_grads(False)  # no zero [B, 2n] and [N, 2n] for the gradient outputs
+
+
+def _train_backward(ctx, grad_loss: torch.Tensor | None, grad_q_out, grad_entity_out):
+    grad_q, grad_entity = ctx.saved_tensors
+    need_q = ctx.needs_input_grad[0] and grad_loss is not None
+    need_entity = ctx.needs_input_grad[1] and grad_loss is not None
+    return (
+        grad_q * grad_loss.to(grad_q.dtype) if need_q else None,
+        grad_entity * grad_loss.to(grad_entity.dtype) if need_entity else None,
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
+
+
+_cross_entropy_train.register_autograd(_train_backward, setup_context=_train_setup_context)
 
 
 def cross_entropy_all(
@@ -245,11 +305,17 @@ def cross_entropy_all(
     if target.shape != (q.shape[0],):
         raise ValueError(f"target must have shape ({q.shape[0]},) like q's rows, got {tuple(target.shape)}")
     check_index("target", target, entity.shape[0])
-    if q.stride(-1) != 1:
-        q = q.contiguous()
-    if entity.stride(-1) != 1:
-        entity = entity.contiguous()
-    loss, _ = _cross_entropy(q, entity, target.contiguous())
+    q, entity, target = q.contiguous(), entity.contiguous(), target.long().contiguous()
+    rows, cols = ce_tiles.cross_entropy_blocks(q.shape[0], entity.shape[0])
+    need_q = q.requires_grad and torch.is_grad_enabled()
+    need_entity = entity.requires_grad and torch.is_grad_enabled()
+    whole_rows = (
+        cols == entity.shape[0]
+    )  # one sweep computes the gradients only when a tile holds every entity
+    if (need_q or need_entity) and reduction != "none" and whole_rows and ce_tiles.grad_in_forward(entity):
+        loss, _, _ = _cross_entropy_train(q, entity, target, reduction, rows, need_q, need_entity)
+        return loss
+    loss, _ = _cross_entropy(q, entity, target, rows, cols)
     if reduction == "mean":
         return loss.mean()
     return loss.sum() if reduction == "sum" else loss
