@@ -1,6 +1,7 @@
 // CUDA tile kernels of the chunked cross-entropy (the loop and the cuBLAS products through ATen
-// are csrc/cross_entropy_driver.h). Row kernels run one block per tile row and reduce a
-// (max, sum of exp) summary in one pass (online softmax within the row, merged across threads).
+// are csrc/cross_entropy_driver.h). Every kernel runs one block per tile row; the log-sum-exp
+// kernels reduce a (max, sum of exp) summary in one pass (online softmax within the row, merged
+// across threads).
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <torch/library.h>
@@ -50,17 +51,21 @@ __global__ void lse_update_kernel(const scalar_t* __restrict__ tile, int64_t col
   }
 }
 
+// row[k] <- coef * (exp(row[k] - lse) - [k == t]) for k = threadIdx.x, +blockDim.x, ...
 template <typename scalar_t, typename acc_t>
-__global__ void grad_kernel(scalar_t* __restrict__ tile, int64_t rows, int64_t cols, int64_t c0,
-                            const int64_t* __restrict__ target, const acc_t* __restrict__ lse,
-                            const acc_t* __restrict__ coef) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * cols;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / cols, k = i - r * cols;
-    acc_t v = coef[r] * exp_(static_cast<acc_t>(tile[i]) - lse[r]);
-    if (target[r] - c0 == k) v -= coef[r];
-    tile[i] = static_cast<scalar_t>(v);
+__device__ void write_row_grad(scalar_t* __restrict__ row, int64_t cols, int64_t t, acc_t lse, acc_t coef) {
+  for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
+    acc_t v = coef * exp_(static_cast<acc_t>(row[k]) - lse);
+    if (k == t) v -= coef;
+    row[k] = static_cast<scalar_t>(v);
   }
+}
+
+template <typename scalar_t, typename acc_t>
+__global__ void grad_kernel(scalar_t* __restrict__ tile, int64_t cols, int64_t c0, const int64_t* __restrict__ target,
+                            const acc_t* __restrict__ lse, const acc_t* __restrict__ coef) {
+  const int64_t r = blockIdx.x;
+  write_row_grad(tile + r * cols, cols, target[r] - c0, lse[r], coef[r]);
 }
 
 template <typename scalar_t, typename acc_t>
@@ -79,12 +84,7 @@ __global__ void lse_and_grad_kernel(scalar_t* __restrict__ tile, int64_t cols, c
     lse[r] = row_lse;
     if (has_target) tgt[r] = target_logit;
   }
-  const acc_t c = coef[r];
-  for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
-    acc_t v = c * exp_(static_cast<acc_t>(row[k]) - row_lse);
-    if (k == t) v -= c;
-    row[k] = static_cast<scalar_t>(v);
-  }
+  write_row_grad(row, cols, t, row_lse, coef[r]);
 }
 
 template <typename scalar_t>
@@ -101,10 +101,10 @@ void lse_update(const at::Tensor& tile, int64_t c0, const at::Tensor& target, at
 template <typename scalar_t>
 void grad(at::Tensor& tile, int64_t c0, const at::Tensor& target, const at::Tensor& lse, const at::Tensor& coef) {
   using acc_t = at::opmath_type<scalar_t>;
-  if (tile.numel() == 0) return;
-  grad_kernel<scalar_t, acc_t><<<cuda::grid_for(tile.numel()), kThreads, 0, cuda::stream()>>>(
-      tile.mutable_data_ptr<scalar_t>(), tile.size(0), tile.size(1), c0, target.const_data_ptr<int64_t>(),
-      lse.const_data_ptr<acc_t>(), coef.const_data_ptr<acc_t>());
+  if (tile.size(0) == 0) return;
+  grad_kernel<scalar_t, acc_t><<<static_cast<unsigned int>(tile.size(0)), kThreads, 0, cuda::stream()>>>(
+      tile.mutable_data_ptr<scalar_t>(), tile.size(1), c0, target.const_data_ptr<int64_t>(), lse.const_data_ptr<acc_t>(),
+      coef.const_data_ptr<acc_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
