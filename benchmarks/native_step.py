@@ -70,12 +70,17 @@ def step(ops: ModuleType, p: dict) -> torch.Tensor:
 
 
 def matmul_floor(p: dict) -> torch.Tensor:
-    """Only the three [2B, N, 2n] products any 1-vs-all CE step needs (logits, dq, dentity): a lower
-    bound for every provider that computes in the tables' dtype with BLAS."""
+    """Only the three [2B, N, 2n] products any 1-vs-all CE step needs (logits, dq, dentity), into
+    buffers made once: a lower bound for every provider that computes in the tables' dtype with BLAS."""
     e = p["entity"].detach()
-    q = e[torch.cat([p["h"], p["t"]])]
-    logits = q @ e.t()
-    return (logits @ e).sum() + (logits.t() @ q).sum()
+    if "floor" not in p:
+        q = e[torch.cat([p["h"], p["t"]])]
+        p["floor"] = (q, q.new_empty(q.shape[0], e.shape[0]), torch.empty_like(q), torch.empty_like(e))
+    q, logits, dq, de = p["floor"]
+    torch.mm(q, e.t(), out=logits)
+    torch.mm(logits, e, out=dq)
+    torch.mm(logits.t(), q, out=de)
+    return dq[0, 0] + de[0, 0]
 
 
 def zero_grads(p: dict) -> None:
