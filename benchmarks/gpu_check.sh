@@ -7,6 +7,10 @@
 #   ROTMEM_DATA_DIR=/path/to/data bash benchmarks/gpu_check.sh
 #   GPU_CHECK_STEPS="tests kernels" bash benchmarks/gpu_check.sh   # a subset of: build tests kernels epoch
 #
+# On the lent GPU machine (no registry, no ../shared): run `bash benchmarks/gpu_prepare.sh` here
+# first, then call the device with carry=[".whl", ".gpu_data"]; wheels found in .whl/ are installed
+# to /tmp/site and ICEWS05-15 is read from .gpu_data/ unless ROTMEM_DATA_DIR is set. $OUT gets 8
+# files at most (what a device call brings back): summary.txt, the four step logs, kernels_*.{csv,txt,png}.
 # Without a GPU the build, benchmark and epoch steps still run on the CPU (a dry run of the script).
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +40,11 @@ step() {
     "$PYTHON" -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'gpu', torch.cuda.get_device_name() if torch.cuda.is_available() else None)"
 } | tee -a "$SUMMARY"
 if "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then DEVICE=cuda; else DEVICE=cpu; fi
+if compgen -G ".whl/*.whl" >/dev/null; then  # packages the machine lacks (benchmarks/gpu_prepare.sh)
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        .whl/*.whl && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+    echo "installed to /tmp/site: $(cd .whl && ls)" | tee -a "$SUMMARY"
+fi
 
 if wanted build; then
     # the native extension, with its CUDA kernels when nvcc and a CUDA torch are present
@@ -60,13 +69,15 @@ if wanted kernels; then
 fi
 
 if wanted epoch; then
-    DATA="${ROTMEM_DATA_DIR:-../shared/data}"
+    DATA="${ROTMEM_DATA_DIR:-$([[ -d .gpu_data ]] && echo .gpu_data || echo ../shared/data)}"
     if [[ -f "$DATA/icews05-15/train.txt" ]]; then
         export ROTMEM_DATA_DIR="$(cd "$DATA" && pwd)"
         # the paper's size (dim 500, k = 3, batch 1000); speed "constant" because no pretrained gate
         # travels with this check (the gate only changes alpha, not the work per step)
+        # (logs and checkpoints go outside $OUT, which brings back 8 files at most)
         EPOCH_ARGS=(fit --config configs/icews05-15-chronor.yaml --trainer.max_epochs 1
-            --model.speed constant --model.gate_path null --trainer.logger.init_args.save_dir "$OUT/runs")
+            --model.speed constant --model.gate_path null
+            --trainer.logger.init_args.save_dir "${TMPDIR:-/tmp}/gpu_check_runs")
         [[ $DEVICE == cpu ]] && EPOCH_ARGS+=(--trainer.limit_train_batches 3)
         step epoch 150 "$PYTHON" -m rotmem.cli "${EPOCH_ARGS[@]}"
         grep -o "[0-9.]*it/s\|[0-9.]*s/it" "$OUT/epoch.log" | tail -n 1 | sed 's/^/epoch speed: /' | tee -a "$SUMMARY"
