@@ -43,7 +43,7 @@ if "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; th
 if compgen -G ".whl/*.whl" >/dev/null; then  # packages the machine lacks (benchmarks/gpu_prepare.sh)
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-    echo "installed to /tmp/site: $(cd .whl && ls)" | tee -a "$SUMMARY"
+    echo "installed to /tmp/site: $(cd .whl && echo *.whl)" | tee -a "$SUMMARY"
 fi
 
 if wanted build; then
