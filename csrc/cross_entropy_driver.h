@@ -32,8 +32,9 @@ constexpr int64_t kIgnoreIndex = -100;  // as torch.nn.functional.cross_entropy
 // Row state (m, s, lse, tgt, coef) is [rows] in the accumulation dtype (float, or double for double).
 struct TileKernels {
   // m, s <- running max and sum of exp(l - m); tgt_b <- l_b,target_b when the target is in the tile.
-  void (*lse_update)(const at::Tensor& tile, int64_t c0, const at::Tensor& target, at::Tensor& m, at::Tensor& s,
-                     at::Tensor& tgt);
+  // (num_entities: the table's rows, for the CUDA kernel's device-side check of the targets.)
+  void (*lse_update)(const at::Tensor& tile, int64_t c0, int64_t num_entities, const at::Tensor& target, at::Tensor& m,
+                     at::Tensor& s, at::Tensor& tgt);
   // tile <- coef * (exp(tile - lse) - onehot(target - c0)).
   void (*grad)(at::Tensor& tile, int64_t c0, const at::Tensor& target, const at::Tensor& lse,
                const at::Tensor& coef);
@@ -239,7 +240,7 @@ class ChunkedCrossEntropy {
     for (int64_t c0 = 0; c0 < num_entities_; c0 += cols_) {
       const int64_t cc = std::min(cols_, num_entities_ - c0);
       const at::Tensor tile = logits(q_b, c0, cc);
-      kernels_.lse_update(tile, c0, target_b, m, s, tgt_b);
+      kernels_.lse_update(tile, c0, num_entities_, target_b, m, s, tgt_b);
     }
     lse_b.copy_(m + s.log());
   }

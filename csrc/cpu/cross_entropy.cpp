@@ -72,8 +72,8 @@ void for_each_row(const at::Tensor& tile, bool write_back, const Fn& fn) {
 }
 
 template <typename scalar_t>
-void lse_update(const at::Tensor& tile, int64_t c0, const at::Tensor& target, at::Tensor& m, at::Tensor& s,
-                at::Tensor& tgt) {
+void lse_update(const at::Tensor& tile, int64_t c0, int64_t /*num_entities: checked on the host*/,
+                const at::Tensor& target, at::Tensor& m, at::Tensor& s, at::Tensor& tgt) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t cols = tile.size(1);
   const int64_t* tp = target.const_data_ptr<int64_t>();

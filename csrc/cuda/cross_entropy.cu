@@ -15,6 +15,13 @@ namespace {
 using cuda::exp_;
 using cuda::kThreads;
 
+// Targets are checked here, on the device (check_index_range skips CUDA tensors: a host check
+// would wait for the device at every call).
+__device__ __forceinline__ void check_target(int64_t t, int64_t num_entities) {
+  CUDA_KERNEL_ASSERT_MSG(t == kIgnoreIndex || (t >= 0 && t < num_entities),
+                         "rotmem::cross_entropy_all: a target is out of range for the entity table");
+}
+
 // The (max, sum exp) summary of row values x[k] for k = threadIdx.x, +blockDim.x, ... merged over the block.
 template <typename scalar_t, typename acc_t>
 __device__ void row_summary(const scalar_t* __restrict__ x, int64_t cols, acc_t& m, acc_t& s) {
@@ -34,7 +41,7 @@ __device__ void row_summary(const scalar_t* __restrict__ x, int64_t cols, acc_t&
 }
 
 template <typename scalar_t, typename acc_t>
-__global__ void lse_update_kernel(const scalar_t* __restrict__ tile, int64_t cols, int64_t c0,
+__global__ void lse_update_kernel(const scalar_t* __restrict__ tile, int64_t cols, int64_t c0, int64_t num_entities,
                                   const int64_t* __restrict__ target, acc_t* __restrict__ m, acc_t* __restrict__ s,
                                   acc_t* __restrict__ tgt) {
   const int64_t r = blockIdx.x;
@@ -42,6 +49,7 @@ __global__ void lse_update_kernel(const scalar_t* __restrict__ tile, int64_t col
   acc_t row_m, row_s;
   row_summary(row, cols, row_m, row_s);
   if (threadIdx.x == 0) {
+    check_target(target[r], num_entities);
     acc_t run_m = m[r], run_s = s[r];
     cuda::lse_merge(run_m, run_s, row_m, row_s);
     m[r] = run_m;
@@ -74,6 +82,7 @@ __global__ void lse_and_grad_kernel(scalar_t* __restrict__ tile, int64_t cols, c
   const int64_t r = blockIdx.x;
   scalar_t* row = tile + r * cols;
   const int64_t t = target[r];
+  if (threadIdx.x == 0) check_target(t, cols);
   const bool has_target = t >= 0 && t < cols;
   // Read the target logit before any thread overwrites the row (row_summary synchronises).
   const acc_t target_logit = has_target && threadIdx.x == 0 ? static_cast<acc_t>(row[t]) : acc_t(0);
@@ -88,13 +97,13 @@ __global__ void lse_and_grad_kernel(scalar_t* __restrict__ tile, int64_t cols, c
 }
 
 template <typename scalar_t>
-void lse_update(const at::Tensor& tile, int64_t c0, const at::Tensor& target, at::Tensor& m, at::Tensor& s,
-                at::Tensor& tgt) {
+void lse_update(const at::Tensor& tile, int64_t c0, int64_t num_entities, const at::Tensor& target, at::Tensor& m,
+                at::Tensor& s, at::Tensor& tgt) {
   using acc_t = at::opmath_type<scalar_t>;
   if (tile.size(0) == 0) return;
   lse_update_kernel<scalar_t, acc_t><<<static_cast<unsigned int>(tile.size(0)), kThreads, 0, cuda::stream()>>>(
-      tile.const_data_ptr<scalar_t>(), tile.size(1), c0, target.const_data_ptr<int64_t>(), m.mutable_data_ptr<acc_t>(),
-      s.mutable_data_ptr<acc_t>(), tgt.mutable_data_ptr<acc_t>());
+      tile.const_data_ptr<scalar_t>(), tile.size(1), c0, num_entities, target.const_data_ptr<int64_t>(),
+      m.mutable_data_ptr<acc_t>(), s.mutable_data_ptr<acc_t>(), tgt.mutable_data_ptr<acc_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -101,6 +101,20 @@ struct Angle {
   const acc_t* log_base;
   acc_t tau0;
   int64_t n;
+  int64_t entity_rows, relation_rows;  // for the device-side id checks
+
+  // Row offsets (in elements) of fact b's entity and relation; the ids are checked here, on the
+  // device (check_index_range skips CUDA tensors: a host check would wait for the device).
+  __device__ __forceinline__ void rows_of(const int64_t* ent_idx, const int64_t* rel_idx, int64_t b, int64_t& h0,
+                                          int64_t& r0) const {
+    const int64_t e = ent_idx[b], r = rel_idx[b];
+    CUDA_KERNEL_ASSERT_MSG(e >= 0 && e < entity_rows,
+                           "rotmem::unrotated_query_indexed: an ent_idx is out of range for the entity table");
+    CUDA_KERNEL_ASSERT_MSG(r >= 0 && r < relation_rows,
+                           "rotmem::unrotated_query_indexed: a rel_idx is out of range for the relation table");
+    h0 = e * 2 * n;
+    r0 = r * 2 * n;
+  }
 
   __device__ __forceinline__ acc_t speed(int64_t b) const {
     const acc_t s = cuda::exp_(max(*log_s, static_cast<acc_t>(kLogSMin)));
@@ -120,7 +134,8 @@ __global__ void indexed_query_kernel(const scalar_t* __restrict__ entity, const 
   const int64_t n = angle.n;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < batch * n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = i / n, j = i - b * n;
-    const int64_t h0 = ent_idx[b] * 2 * n, r0 = rel_idx[b] * 2 * n;
+    int64_t h0, r0;
+    angle.rows_of(ent_idx, rel_idx, b, h0, r0);
     acc_t s, c, q_re, q_im;
     sin_cos(angle.speed(b) * angle.omega(j), s, c);
     const acc_t rho_re = w_hat ? acc_t(w[r0 + j]) * acc_t(w_hat[r0 + j]) : acc_t(w[r0 + j]);
@@ -141,8 +156,9 @@ __global__ void indexed_query_backward_kernel(const scalar_t* __restrict__ grad,
                                               scalar_t* __restrict__ grad_w, scalar_t* __restrict__ grad_w_hat,
                                               acc_t* __restrict__ s1, acc_t* __restrict__ s2) {
   __shared__ acc_t shared[32];
-  const int64_t n = angle.n, b = blockIdx.x;
-  const int64_t h0 = ent_idx[b] * 2 * n, r0 = rel_idx[b] * 2 * n, g0 = b * 2 * n;
+  const int64_t n = angle.n, b = blockIdx.x, g0 = b * 2 * n;
+  int64_t h0, r0;
+  angle.rows_of(ent_idx, rel_idx, b, h0, r0);
   const acc_t speed = angle.speed(b);
   acc_t sum1 = 0, sum2 = 0;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
@@ -267,8 +283,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> unrotated_query_backw
 
 template <typename acc_t>
 Angle<acc_t> make_angle(const IndexedInputs& in) {
-  return {in.tau.const_data_ptr<acc_t>(), in.alpha.const_data_ptr<acc_t>(), in.log_s.const_data_ptr<acc_t>(),
-          in.log_base.const_data_ptr<acc_t>(), static_cast<acc_t>(in.tau0), in.n};
+  return {in.tau.const_data_ptr<acc_t>(),   in.alpha.const_data_ptr<acc_t>(),
+          in.log_s.const_data_ptr<acc_t>(), in.log_base.const_data_ptr<acc_t>(),
+          static_cast<acc_t>(in.tau0),      in.n,
+          in.entity.size(0),                in.w_table.size(0)};
 }
 
 at::Tensor unrotated_query_indexed_cuda(const at::Tensor& entity, const at::Tensor& w_table,

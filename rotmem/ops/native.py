@@ -12,7 +12,10 @@ Where the results differ from the reference by design:
   rounds every intermediate.
 - ``cross_entropy_all`` and ``n3`` return float32, or float64 for float64 inputs (the reference
   always returns float32).
-- Indices must lie in ``[0, rows)``; negative indices raise instead of wrapping around.
+- Indices must lie in ``[0, rows)``; negative indices raise instead of wrapping around. On the CPU
+  the first bad one is named at once; on CUDA the kernels check ids on the device (a host check
+  would make every call wait for the GPU), so a bad id surfaces as a device-side assert naming the
+  op and input, asynchronously, as with torch's own indexing (``CUDA_LAUNCH_BLOCKING=1`` pins it).
 
 The fused cross-entropy never holds the ``[B, N]`` logits; how it tiles them, and when it computes
 its gradients in the forward sweep, is ``rotmem.ops.ce_tiles``.
