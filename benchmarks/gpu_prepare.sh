@@ -4,7 +4,7 @@
 # call can carry them (total about 31 MB of the 64 MiB a call may carry):
 #   .whl/       wheels of jsonargparse[signatures] (LightningCLI needs it; the GPU image has none)
 #   .gpu_data/  a copy of ICEWS05-15 (../shared beside the checkout does not travel)
-# Then, on the device: run(command="bash benchmarks/gpu_check.sh", carry=[".whl", ".gpu_data"]);
+# Then, on the device: run(command="bash benchmarks/gpu_check.sh", carry=[".whl", ".gpu_data"], timeout_s=600);
 # gpu_check.sh installs the wheels and reads the data from there when it finds them.
 #
 #   bash benchmarks/gpu_prepare.sh                 # data from $ROTMEM_DATA_DIR, else ../shared/data
@@ -27,4 +27,4 @@ else
 fi
 for folder in .whl .gpu_data; do git check-ignore -q "$folder" || { echo "$folder is not ignored by git" >&2; exit 1; }; done
 du -sh .whl .gpu_data 2>/dev/null
-echo 'now: run(command="bash benchmarks/gpu_check.sh", carry=[".whl", ".gpu_data"], timeout_s=540)'
+echo 'now: run(command="bash benchmarks/gpu_check.sh", carry=[".whl", ".gpu_data"], timeout_s=600)'

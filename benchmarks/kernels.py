@@ -374,6 +374,19 @@ def main(argv: list[str] | None = None) -> int:
         return {k: v for k, v in providers.items() if k != "compile"}
 
     print(f"device {device}, providers {list(providers)}, reps {reps}", flush=True)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, txt_path = out / f"kernels_{device}.csv", out / f"kernels_{device}.txt"
+
+    def save(rows: list[dict]) -> list[str]:
+        """Write the CSV and the summary so far (a run stopped at a time limit keeps what it measured)."""
+        with csv_path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+        lines = summary(rows)
+        txt_path.write_text("\n".join([f"# {command}", *lines]) + "\n")
+        return lines
 
     rows: list[dict] = []
     for dtype in dtypes:
@@ -382,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
                 QUICK if args.quick else bandwidth_shape(args.bandwidth_rows or (1 << 20 if on_gpu else 5000))
             )
             rows += bandwidth_rows(shape, dtype, device, providers_at(shape), reps, args.warmup)
+            save(rows)
     for shape in shapes:
         large = shape.name == "large"
         for dtype in dtypes:
@@ -392,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
                 modes = ("forward",) if op == "score_all" else MODES
                 op_reps, op_warmup = reps, args.warmup
                 if large:  # each run takes tens of seconds on a CPU, tenths on a GPU
-                    op_reps = max(3, reps // 5) if on_gpu else 1
+                    op_reps = max(3, reps // 10) if on_gpu else 1
                     if not on_gpu:
                         modes, op_warmup = ("forward+backward",), 0
                 t0 = time.perf_counter()
@@ -405,19 +419,12 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
                 print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
+                save(rows)
 
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path = out / f"kernels_{device}.csv"
-    with csv_path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    lines = summary(rows)
-    (out / f"kernels_{device}.txt").write_text("\n".join([f"# {command}", *lines]) + "\n")
+    lines = save(rows)
     plot(csv_path, out / f"kernels_{device}.png")
     print("\n".join(lines))
-    print(f"wrote {csv_path}, {out / f'kernels_{device}.txt'}, {out / f'kernels_{device}.png'}")
+    print(f"wrote {csv_path}, {txt_path}, {out / f'kernels_{device}.png'}")
     print(f"made by: {command}")
     return 0
 
