@@ -260,11 +260,15 @@ def test_cross_entropy_all_output_gradient_scales_the_forward_gradients(monkeypa
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
 
 
-def test_cross_entropy_all_only_q_needs_grad():
-    q, entity = make(3, 6), make(9, 6, grad=False)
+@pytest.mark.parametrize("grad_in_forward", [True, False])
+@pytest.mark.parametrize("wrt", ["q", "entity"])
+def test_cross_entropy_all_one_input_needs_grad(wrt, grad_in_forward, monkeypatch):
+    monkeypatch.setattr(ce_tiles, "CE_GRAD_IN_FORWARD", grad_in_forward)
+    q, entity = make(3, 6, grad=wrt == "q"), make(9, 6, grad=wrt == "entity")
     target = torch.tensor([1, 8, 0], device=DEVICE)
-    (g,) = torch.autograd.grad(T.cross_entropy_all(q, entity, target), [q])
-    (r,) = torch.autograd.grad(reference.cross_entropy_all(q, entity, target), [q])
+    x = q if wrt == "q" else entity
+    (g,) = torch.autograd.grad(T.cross_entropy_all(q, entity, target), [x])
+    (r,) = torch.autograd.grad(reference.cross_entropy_all(q, entity, target), [x])
     torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6)
 
 
