@@ -135,6 +135,51 @@ def test_bad_cross_entropy_inputs_are_named():
         native.rotate(torch.zeros(2, 3), torch.zeros(2, 1))
 
 
+BAD_IDS_ON_CUDA = """
+import torch
+from rotmem.ops import native
+entity, w = torch.zeros(5, 4, device="cuda"), torch.zeros(3, 4, device="cuda")
+ids = {ids}
+z = torch.zeros(2, device="cuda")
+if ids == "target":
+    native.cross_entropy_all(torch.zeros(2, 4, device="cuda"), entity, torch.tensor([0, 5], device="cuda"))
+else:
+    ent, rel = ([0, 5], [0, 0]) if ids == "ent_idx" else ([0, 1], [0, 3])
+    native.unrotated_query_indexed(
+        entity, w, None, torch.tensor(ent, device="cuda"), torch.tensor(rel, device="cuda"),
+        z, z + 1, torch.tensor(0.0, device="cuda"), torch.tensor(2.0, device="cuda"), 0.0,
+    )
+torch.cuda.synchronize()
+"""
+
+
+# What each input's device-side check prints when it fails (csrc/cuda/*.cu).
+DEVICE_ASSERTS = {
+    "ent_idx": "an ent_idx is out of range for the entity table",
+    "rel_idx": "a rel_idx is out of range for the relation table",
+    "target": "a target is out of range for the entity table",
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not native.is_available("cuda"), reason="needs the CUDA build and a GPU")
+@pytest.mark.parametrize("ids", sorted(DEVICE_ASSERTS))
+def test_bad_ids_on_cuda_fail_on_the_device_naming_the_input(ids):
+    """On CUDA the kernels check ids themselves (no host sync): a device-side assert that names the
+    input. It leaves the CUDA context unusable, so it runs in a subprocess."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run(
+        [sys.executable, "-c", BAD_IDS_ON_CUDA.format(ids=repr(ids))],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-2000:]
+    assert DEVICE_ASSERTS[ids] in output, output[-2000:]
+
+
 def test_without_the_extension_the_backend_says_how_to_build_it():
     """A pure-Python install (ROTMEM_SKIP_NATIVE=1): native reports why, and the CPU falls back to torch."""
     code = """
