@@ -133,6 +133,14 @@ def _accumulate(
     return product if total is None else total + product
 
 
+def _gradient(parts: list[torch.Tensor], like: torch.Tensor, needed: bool) -> torch.Tensor:
+    """The gradient for ``like`` from its parts in row order; zeros when no row contributed (an
+    empty batch), an empty tensor when it is not needed."""
+    if not needed:
+        return like.new_zeros(0)
+    return torch.cat(parts).to(like.dtype) if parts else torch.zeros_like(like)
+
+
 @kernel_op("rotmem_triton::cross_entropy_all")
 def _cross_entropy(
     q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, block_rows: int, block_cols: int
@@ -169,7 +177,7 @@ def _cross_entropy_backward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(dL/dq [B, 2n], dL/dentity [N, 2n])`` for ``grad_rows = dL/dloss_b``, recomputing each
     tile's logits; the gradients not needed are empty."""
-    (batch, width), entities = q.shape, entity.shape[0]
+    batch, entities = q.shape[0], entity.shape[0]
     fp64, acc = is_fp64(q, entity), _acc_dtype(q, entity)
     q_parts: list[torch.Tensor] = []
     e_parts: list[torch.Tensor | None] = [None] * triton.cdiv(entities, block_cols)
@@ -188,14 +196,7 @@ def _cross_entropy_backward(
                 e_parts[chunk] = _accumulate(e_parts[chunk], tile.t(), q_rows, acc)
         if need_q:
             q_parts.append(q_part)
-    grad_q = (
-        torch.cat(q_parts).to(q.dtype) if need_q and batch else q.new_zeros((batch, width) if need_q else 0)
-    )
-    if need_entity and batch:
-        grad_entity = torch.cat(e_parts).to(entity.dtype)
-    else:
-        grad_entity = entity.new_zeros(entity.shape if need_entity else 0)
-    return grad_q, grad_entity
+    return _gradient(q_parts, q, need_q), _gradient(e_parts if batch else [], entity, need_entity)
 
 
 @kernel_op("rotmem_triton::cross_entropy_all_train")
@@ -210,7 +211,7 @@ def _cross_entropy_train(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(loss, dloss/dq, dloss/dentity)`` in one sweep of row blocks whose tiles hold every entity
     (three products per block); ``reduction`` is ``"mean"`` or ``"sum"``."""
-    (batch, width), entities = q.shape, entity.shape[0]
+    batch, entities = q.shape[0], entity.shape[0]
     fp64, acc = is_fp64(q, entity), _acc_dtype(q, entity)
     coef = torch.full(
         (batch,), 1.0 / max(batch, 1) if reduction == "mean" else 1.0, dtype=acc, device=q.device
@@ -233,10 +234,8 @@ def _cross_entropy_train(
     loss = (lse - target_logit).sum()
     if reduction == "mean":
         loss = loss / batch
-    grad_q = torch.cat(q_parts) if need_q and batch else q.new_zeros((batch, width) if need_q else 0)
-    if grad_entity is None:
-        grad_entity = entity.new_zeros(entity.shape if need_entity else 0)
-    return loss, grad_q, grad_entity.to(entity.dtype)
+    e_parts = [] if grad_entity is None else [grad_entity]
+    return loss, _gradient(q_parts, q, need_q), _gradient(e_parts, entity, need_entity)
 
 
 def _setup_context(ctx, inputs, output) -> None:
