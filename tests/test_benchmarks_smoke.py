@@ -44,3 +44,66 @@ def test_kernels_quick(tmp_path, capsys, monkeypatch):
     assert float(next(r for r in rows if r["op"] == "copy")["gb_per_s"]) > 0
     assert (tmp_path / "kernels_cpu.png").stat().st_size > 0
     assert "made by: python" in capsys.readouterr().out
+
+
+class BrokenOps:
+    """A backend whose every op raises, as a kernel that fails to compile on a new GPU would."""
+
+    def __getattr__(self, op):
+        def fail(*args):
+            raise RuntimeError(f"{op} is broken\nsecond line")
+
+        return fail
+
+
+def test_kernels_reports_a_failing_provider_and_measures_the_others(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    kernels = load_kernels_benchmark(monkeypatch)
+    monkeypatch.setattr(
+        kernels, "providers_for", lambda device, wanted: {"eager": kernels.reference, "broken": BrokenOps()}
+    )
+    assert kernels.main(["--quick", "--device", "cpu", "--out-dir", str(tmp_path)]) == 1
+    with (tmp_path / "kernels_cpu.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert {r["op"] for r in rows if r["provider"] == "eager"} == set(kernels.OPS)
+    assert not [r for r in rows if r["provider"] == "broken"]
+    failed = [line for line in (tmp_path / "kernels_cpu.txt").read_text().splitlines() if "FAILED" in line]
+    # one line per op and first failing mode (the provider is then dropped), plus the bandwidth test
+    assert len(failed) == len(kernels.OPS) + 1
+    assert "FAILED quick (B=8, n=7, N=50) float32 n3 forward broken: RuntimeError: n3 is broken" in failed
+    assert all("second line" not in line for line in failed)
+    assert "FAILED" in capsys.readouterr().err
+    assert not (tmp_path / "kernels_cpu.png").exists()  # nothing to compare with eager
+
+
+def test_kernels_budget_skips_and_names_what_it_did_not_measure(tmp_path, monkeypatch):
+    kernels = load_kernels_benchmark(monkeypatch)
+    assert kernels.main(["--quick", "--device", "cpu", "--budget-s", "0", "--out-dir", str(tmp_path)]) == 0
+    lines = (tmp_path / "kernels_cpu.txt").read_text().splitlines()
+    skipped = [line for line in lines if line.startswith("skipped (the 0 s budget was spent): ")]
+    assert len(skipped) == len(kernels.OPS) + 1  # every op and the bandwidth test
+    assert (tmp_path / "kernels_cpu.csv").read_text().splitlines()[1:] == []
+    assert not (tmp_path / "kernels_cpu.png").exists()
+
+
+def test_kernels_plan_puts_the_targets_first_per_dtype(monkeypatch):
+    kernels = load_kernels_benchmark(monkeypatch)
+    f32, bf16 = kernels.torch.float32, kernels.torch.bfloat16
+    large = kernels.large_shape(4096)
+    jobs = [kernels.Job("rotate", kernels.bandwidth_shape(100), d) for d in (f32, bf16)]
+    jobs += [kernels.Job(op, s, d) for s in (kernels.ICEWS, large) for d in (f32, bf16) for op in kernels.OPS]
+    ordered = [(j.shape.name, j.op, j.dtype) for j in kernels.plan(jobs, [f32, bf16])]
+    assert ordered[:3] == [
+        ("bandwidth", "rotate", f32),
+        ("icews05-15", "step", f32),
+        ("large", "cross_entropy_all", f32),
+    ]
+    assert ordered[3] == ("icews05-15", "rotate", f32)
+    first_bf16 = next(i for i, (_, _, d) in enumerate(ordered) if d == bf16)
+    assert first_bf16 == len(jobs) // 2
+    assert ordered[first_bf16 : first_bf16 + 3] == [
+        ("bandwidth", "rotate", bf16),
+        ("icews05-15", "step", bf16),
+        ("large", "cross_entropy_all", bf16),
+    ]
+    assert sorted(ordered, key=str) == sorted(((j.shape.name, j.op, j.dtype) for j in jobs), key=str)
