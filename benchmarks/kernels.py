@@ -18,6 +18,11 @@ Times on a shared CPU are only comparable as ratios: providers run interleaved, 
     python benchmarks/kernels.py                       # this machine's default device
     python benchmarks/kernels.py --device cuda --dtype float32,bfloat16
     python benchmarks/kernels.py --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
+    python benchmarks/kernels.py --budget-s 130             # nothing new starts after 130 s
+
+The issue's targets (rotate's GB/s, the ICEWS05-15 step, the large graph's CE) are measured first
+in each dtype. A backend that raises on an op (a kernel that fails to compile, out of memory) is
+dropped from that op with a ``FAILED`` line in the summary, the others go on, and the exit code is 1.
 """
 
 from __future__ import annotations
