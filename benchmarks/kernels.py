@@ -269,10 +269,14 @@ def measure(op, shape, dtype, device, providers, modes, reps, warmup) -> tuple[l
     return rows, failures
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 def failure_line(op, mode, provider, shape, dtype, error: BaseException) -> str:
     message = str(error).strip().splitlines()
     return (
-        f"FAILED {shape.label()} {str(dtype).removeprefix('torch.')} {op} {mode} {provider}: "
+        f"FAILED {shape.label()} {dtype_name(dtype)} {op} {mode} {provider}: "
         f"{type(error).__name__}: {message[0] if message else ''}"
     )
 
@@ -285,7 +289,7 @@ def row(op, mode, provider, shape, dtype, device, times, peak_mb, nbytes) -> dic
         "mode": mode,
         "provider": provider,
         "shape": shape.label(),
-        "dtype": str(dtype).removeprefix("torch."),
+        "dtype": dtype_name(dtype),
         "device": device,
         "ms_median": round(median, 4),
         "ms_p20": round(q[1], 4),
@@ -327,7 +331,7 @@ class Job:
     dtype: torch.dtype
 
     def label(self) -> str:
-        return f"{self.shape.label()} {str(self.dtype).removeprefix('torch.')} {self.op}"
+        return f"{self.shape.label()} {dtype_name(self.dtype)} {self.op}"
 
 
 TARGETS = {("bandwidth", "rotate"), ("icews05-15", "step"), ("large", "cross_entropy_all")}

@@ -308,9 +308,8 @@ def cross_entropy_all(
     rows, cols = ce_tiles.cross_entropy_blocks(q.shape[0], entity.shape[0])
     need_q = q.requires_grad and torch.is_grad_enabled()
     need_entity = entity.requires_grad and torch.is_grad_enabled()
-    whole_rows = (
-        cols == entity.shape[0]
-    )  # one sweep computes the gradients only when a tile holds every entity
+    # one sweep computes the gradients only when a tile holds every entity
+    whole_rows = cols == entity.shape[0]
     if (need_q or need_entity) and reduction != "none" and whole_rows and ce_tiles.grad_in_forward(entity):
         loss, _, _ = _cross_entropy_train(q, entity, target, reduction, rows, need_q, need_entity)
         return loss
