@@ -16,7 +16,8 @@ TORCH_LIBRARY(rotmem, m) {
       " -> (Tensor, Tensor, Tensor, Tensor)");
   m.def(
       "unrotated_query_indexed(Tensor entity, Tensor w_table, Tensor? w_hat_table, Tensor ent_idx,"
-      " Tensor rel_idx, Tensor tau, Tensor alpha, Tensor log_s, Tensor log_base, float tau0) -> Tensor");
+      " Tensor rel_idx, Tensor tau, Tensor alpha, Tensor log_s, Tensor log_base, float tau0,"
+      " bool sparse_grad) -> Tensor");
   m.def(
       "unrotated_query_indexed_backward(Tensor grad, Tensor entity, Tensor w_table, Tensor? w_hat_table,"
       " Tensor ent_idx, Tensor rel_idx, Tensor tau, Tensor alpha, Tensor log_s, Tensor log_base,"

@@ -116,11 +116,15 @@ class Phase2Module(pl.LightningModule):
                 batch["negative_heads"],
                 hp.adversarial_temperature,
             )
-        reg = embedding_regularizer(self.model, facts, hp.regularizer)
+        # Both fit losses give the entity table a dense gradient; the other terms' rows add theirs
+        # sparse, made after the fit loss (one_vs_all_loss says why the order matters).
+        reg = embedding_regularizer(self.model, facts, hp.regularizer, sparse_grad=True)
         loss = fit + hp.regularizer_weight * reg
         logs = {"train/fit": fit, "train/reg": reg}
         if hp.time_weight > 0 and "negative_days" in batch:
-            time_loss = time_contrastive_loss(self.model, facts, batch["negative_days"], self.sigma())
+            time_loss = time_contrastive_loss(
+                self.model, facts, batch["negative_days"], self.sigma(), sparse_grad=True
+            )
             loss = loss + hp.time_weight * time_loss
             logs["train/time"] = time_loss
         logs["train/loss"] = loss

@@ -237,7 +237,8 @@ struct Speeds {
 at::Tensor unrotated_query_indexed_cpu(const at::Tensor& entity, const at::Tensor& w_table,
                                        const std::optional<at::Tensor>& w_hat_table, const at::Tensor& ent_idx,
                                        const at::Tensor& rel_idx, const at::Tensor& tau, const at::Tensor& alpha,
-                                       const at::Tensor& log_s, const at::Tensor& log_base, double tau0) {
+                                       const at::Tensor& log_s, const at::Tensor& log_base, double tau0,
+    bool /*sparse_grad: used by the autograd formula only*/) {
   const char* op = "rotmem::unrotated_query_indexed";
   const IndexedInputs in =
       check_indexed(op, entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0);
@@ -286,9 +287,10 @@ void scatter_add_rows(at::Tensor& table, const int64_t* idx, const at::Tensor& r
   }
 }
 
-// Gradients for (entity, w_table, w_hat_table, tau, alpha, log_s, log_base). Row gradients are
-// computed in parallel into [B, 2n] buffers and scattered into zero tables of the tables' shape
-// (the dense gradients autograd needs for dense parameters); no other [N, 2n] temporary is made.
+// Gradients for (the gathered entity rows [B, 2n], w_table, w_hat_table, tau, alpha, log_s,
+// log_base). Row gradients are computed in parallel into [B, 2n] buffers; the relation rows are
+// scattered into zero tables of the relation tables' shape ([R, 2n], small), the entity rows are
+// returned as they are (rotmem/ops/table_grad.py makes the table's gradient): no [N, 2n] tensor.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
 unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor& entity, const at::Tensor& w_table,
                                      const std::optional<at::Tensor>& w_hat_table, const at::Tensor& ent_idx,
@@ -309,7 +311,6 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
   // Per row: S1 = sum_j dtheta_j omega_j (= dL/dspeed) and S2 = sum_j dtheta_j omega_j j.
   at::Tensor s1 = at::empty({batch}, entity.options().dtype(acc));
   at::Tensor s2 = at::empty({batch}, entity.options().dtype(acc));
-  at::Tensor grad_entity = at::zeros_like(in.entity);
   at::Tensor grad_w = at::zeros_like(in.w_table);
   at::Tensor grad_v = chronor ? at::zeros_like(in.w_hat_table) : entity.new_empty({0});
   at::Tensor grad_tau = at::empty({batch}, tau.options());
@@ -366,7 +367,6 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
         s2p[b] = sum2;
       }
     });
-    scatter_add_rows<scalar_t>(grad_entity, eidx, d_h);
     scatter_add_rows<scalar_t>(grad_w, ridx, d_w);
     if (chronor) scatter_add_rows<scalar_t>(grad_v, ridx, d_v);
 
@@ -388,7 +388,7 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
   });
   if (in.log_s.item<double>() < kLogSMin) grad_log_s = 0.0;
   if (in.log_base.item<double>() < kLogBaseMin) grad_log_base = 0.0;
-  return {grad_entity,
+  return {d_h,
           grad_w,
           grad_v,
           grad_tau,

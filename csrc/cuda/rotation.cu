@@ -146,13 +146,14 @@ __global__ void indexed_query_kernel(const scalar_t* __restrict__ entity, const 
   }
 }
 
-// One block per row b: row gradients go into the tables with atomics; the block also sums
+// One block per row b: the entity row's gradient goes to row b of grad_entity_rows [B, 2n], the
+// relation rows' into the (small) relation tables with atomics; the block also sums
 // S1 = sum_j dtheta_j omega_j and S2 = sum_j dtheta_j omega_j j for the spectrum's gradients.
 template <typename scalar_t, typename acc_t>
 __global__ void indexed_query_backward_kernel(const scalar_t* __restrict__ grad, const scalar_t* __restrict__ entity,
                                               const scalar_t* __restrict__ w, const scalar_t* __restrict__ w_hat,
                                               const int64_t* __restrict__ ent_idx, const int64_t* __restrict__ rel_idx,
-                                              Angle<acc_t> angle, scalar_t* __restrict__ grad_entity,
+                                              Angle<acc_t> angle, scalar_t* __restrict__ grad_entity_rows,
                                               scalar_t* __restrict__ grad_w, scalar_t* __restrict__ grad_w_hat,
                                               acc_t* __restrict__ s1, acc_t* __restrict__ s2) {
   __shared__ acc_t shared[32];
@@ -169,8 +170,8 @@ __global__ void indexed_query_backward_kernel(const scalar_t* __restrict__ grad,
     const acc_t v_re = w_hat ? acc_t(w_hat[r0 + j]) : acc_t(1), v_im = w_hat ? acc_t(w_hat[r0 + n + j]) : acc_t(1);
     const QueryPairGrad<acc_t> d = query_pair_backward<acc_t>(grad[g0 + j], grad[g0 + n + j], entity[h0 + j],
                                                               entity[h0 + n + j], w_re * v_re, w_im * v_im, c, s);
-    gpuAtomicAdd(grad_entity + h0 + j, static_cast<scalar_t>(d.h_re));
-    gpuAtomicAdd(grad_entity + h0 + n + j, static_cast<scalar_t>(d.h_im));
+    grad_entity_rows[g0 + j] = static_cast<scalar_t>(d.h_re);
+    grad_entity_rows[g0 + n + j] = static_cast<scalar_t>(d.h_im);
     gpuAtomicAdd(grad_w + r0 + j, static_cast<scalar_t>(d.rho_re * v_re));
     gpuAtomicAdd(grad_w + r0 + n + j, static_cast<scalar_t>(d.rho_im * v_im));
     if (grad_w_hat) {
@@ -292,7 +293,8 @@ Angle<acc_t> make_angle(const IndexedInputs& in) {
 at::Tensor unrotated_query_indexed_cuda(const at::Tensor& entity, const at::Tensor& w_table,
                                         const std::optional<at::Tensor>& w_hat_table, const at::Tensor& ent_idx,
                                         const at::Tensor& rel_idx, const at::Tensor& tau, const at::Tensor& alpha,
-                                        const at::Tensor& log_s, const at::Tensor& log_base, double tau0) {
+                                        const at::Tensor& log_s, const at::Tensor& log_base, double tau0,
+    bool /*sparse_grad: used by the autograd formula only*/) {
   const c10::cuda::CUDAGuard guard(entity.device());
   const IndexedInputs in = check_indexed("rotmem::unrotated_query_indexed", entity, w_table, w_hat_table, ent_idx,
                                          rel_idx, tau, alpha, log_s, log_base, tau0);
@@ -326,7 +328,7 @@ unrotated_query_indexed_backward_cuda(const at::Tensor& grad_in, const at::Tenso
               batch, ", ", 2 * n, "], got ", grad_in.sizes());
   const at::Tensor grad = grad_in.to(entity.scalar_type()).contiguous();
   const bool chronor = in.w_hat_table.defined();
-  at::Tensor grad_entity = at::zeros_like(in.entity);
+  at::Tensor grad_entity_rows = at::empty({batch, 2 * n}, entity.options());  // every element is written
   at::Tensor grad_w = at::zeros_like(in.w_table);
   at::Tensor grad_v = chronor ? at::zeros_like(in.w_hat_table) : entity.new_empty({0});
   at::Tensor s1 = at::zeros({batch}, in.tau.options()), s2 = at::zeros({batch}, in.tau.options());
@@ -339,7 +341,7 @@ unrotated_query_indexed_backward_cuda(const at::Tensor& grad_in, const at::Tenso
                   grad.const_data_ptr<scalar_t>(), in.entity.const_data_ptr<scalar_t>(),
                   in.w_table.const_data_ptr<scalar_t>(), maybe<scalar_t>(in.w_hat_table),
                   in.ent_idx.const_data_ptr<int64_t>(), in.rel_idx.const_data_ptr<int64_t>(), make_angle<acc_t>(in),
-                  grad_entity.mutable_data_ptr<scalar_t>(), grad_w.mutable_data_ptr<scalar_t>(),
+                  grad_entity_rows.mutable_data_ptr<scalar_t>(), grad_w.mutable_data_ptr<scalar_t>(),
                   maybe_mut<scalar_t>(grad_v), s1.mutable_data_ptr<acc_t>(), s2.mutable_data_ptr<acc_t>());
           C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
@@ -350,7 +352,7 @@ unrotated_query_indexed_backward_cuda(const at::Tensor& grad_in, const at::Tenso
   const at::Tensor speed = in.alpha * s * dt;
   const at::Tensor grad_log_s = (s1 * speed).sum() * (in.log_s >= kLogSMin);
   const at::Tensor grad_log_base = (s2 * speed).sum() * (-1.0 / static_cast<double>(n)) * (in.log_base >= kLogBaseMin);
-  return {grad_entity,
+  return {grad_entity_rows,
           grad_w,
           grad_v,
           (s1 * in.alpha * s).to(tau.scalar_type()),

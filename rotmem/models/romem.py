@@ -10,6 +10,7 @@ from torch import nn
 
 from rotmem import ops
 from rotmem.models.spectrum import TemporalSpectrum
+from rotmem.ops.table_grad import gather_rows
 from rotmem.models.speeds import RelationSpeed
 
 BACKBONES = ("chronor", "distmult")
@@ -96,7 +97,9 @@ class RoMem(nn.Module):
         return self.spectrum(self.alpha(r), as_days(tau, r))
 
     # --- queries ----------------------------------------------------------------------------
-    def _query(self, e: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
+    def _query(
+        self, e: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float, sparse_grad: bool = False
+    ) -> torch.Tensor:
         # Days stay at least float32: bfloat16 rounds days near 16,000 to 64-day steps.
         return ops.unrotated_query_indexed(
             self.entity,
@@ -109,6 +112,7 @@ class RoMem(nn.Module):
             self.spectrum.log_s,
             self.spectrum.log_base,
             self.tau0,
+            sparse_grad,
         )
 
     def query_tails(self, h: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
@@ -120,12 +124,21 @@ class RoMem(nn.Module):
         return self._query(t, r, tau)
 
     def query_tails_and_heads(
-        self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor, tau: torch.Tensor | float
+        self,
+        h: torch.Tensor,
+        r: torch.Tensor,
+        t: torch.Tensor,
+        tau: torch.Tensor | float,
+        sparse_grad: bool = False,
     ) -> torch.Tensor:
         """``cat([query_tails(h, r, tau), query_heads(r, t, tau)])``: ``[2B, 2n]``, in one fused call
-        (one gather and, in training, one gradient scatter into the tables instead of two)."""
+        (one gather and, in training, one gradient scatter into the tables instead of two).
+
+        ``sparse_grad``: the entity table's gradient is sparse, for a loss that also gives the
+        table a dense gradient (``rotmem.ops.table_grad``).
+        """
         days = as_days(tau, r)
-        return self._query(torch.cat([h, t]), torch.cat([r, r]), torch.cat([days, days]))
+        return self._query(torch.cat([h, t]), torch.cat([r, r]), torch.cat([days, days]), sparse_grad)
 
     # --- scores -----------------------------------------------------------------------------
     def relation_vector(self, r: torch.Tensor) -> torch.Tensor:
@@ -133,14 +146,21 @@ class RoMem(nn.Module):
         return self.w[r] if self.w_hat is None else self.w[r] * self.w_hat[r]
 
     def score(
-        self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor, tau: torch.Tensor | float
+        self,
+        h: torch.Tensor,
+        r: torch.Tensor,
+        t: torch.Tensor,
+        tau: torch.Tensor | float,
+        sparse_grad: bool = False,
     ) -> torch.Tensor:
         """Direct score ``sum_i Rot(e_h, theta)_i * w_i * w_hat_i * Rot(e_t, theta)_i``: ``[B]``.
 
         ``tau`` may be ``[B]`` or ``[B, J]`` (then the result is ``[B, J]``: one score per time).
+        ``sparse_grad``: the entity table's gradient is sparse (``rotmem.ops.table_grad``).
         """
         tau = as_days(tau, r)
-        alpha, e_h, e_t, rel = self.alpha(r), self.entity[h], self.entity[t], self.relation_vector(r)
+        e_h, e_t = gather_rows(self.entity, h, sparse_grad), gather_rows(self.entity, t, sparse_grad)
+        alpha, rel = self.alpha(r), self.relation_vector(r)
         if tau.dim() == r.dim() + 1:  # several times per fact
             alpha, e_h, e_t, rel = alpha[..., None], e_h[..., None, :], e_t[..., None, :], rel[..., None, :]
         theta = self.spectrum(alpha, tau)

@@ -41,6 +41,9 @@ class TemporalSpectrum(nn.Module):
         return torch.exp(self.log_base.clamp(min=reference.LOG_BASE_MIN))
 
     def forward(self, alpha: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
-        """Angles ``[*tau.shape, n]`` in radians; ``alpha`` broadcasts against ``tau`` (days)."""
-        tau = tau.to(self.log_s.dtype)
+        """Angles ``[*tau.shape, n]`` in radians; ``alpha`` broadcasts against ``tau`` (days).
+
+        Days and angles are at least float32: bfloat16 would round days near 16,000 to 64-day steps.
+        """
+        tau = tau.to(torch.promote_types(self.log_s.dtype, torch.float32))
         return reference.angles(alpha, tau, self.log_s, self.log_base, self.tau0, self.n)

@@ -36,10 +36,15 @@ def unrotated_query_indexed(
     log_s: torch.Tensor,
     log_base: torch.Tensor,
     tau0: float,
+    sparse_grad: bool = False,
 ) -> torch.Tensor:
-    """Gather rows by index, compute angles from ``tau`` (days) and build the query ``[B, 2n]``."""
+    """Gather rows by index, compute angles from ``tau`` (days) and build the query ``[B, 2n]``.
+
+    ``sparse_grad``: the entity table's gradient is sparse, for a loss that also gives the table a
+    dense gradient (see ``rotmem.ops.table_grad``).
+    """
     return backend_module(entity.device).unrotated_query_indexed(
-        entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0
+        entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0, sparse_grad
     )
 
 

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import torch
 
 from rotmem.ops import ce_tiles
+from rotmem.ops.table_grad import is_traced, table_gradient
 
 try:
     from rotmem import _C
@@ -105,6 +106,7 @@ def unrotated_query_indexed(
     log_s: torch.Tensor,
     log_base: torch.Tensor,
     tau0: float,
+    sparse_grad: bool = False,
 ) -> torch.Tensor:
     """Gather rows, compute angles on the fly and build the unrotated query: ``[*ent_idx.shape, 2n]``.
 
@@ -112,10 +114,10 @@ def unrotated_query_indexed(
     integer ids, ``tau`` days and ``alpha`` speeds broadcasting against them, ``log_s`` and
     ``log_base`` scalars, ``tau0`` the reference day. One kernel: no ``[B, n]`` angle, cos or sin
     tensor is made. Backward also gives gradients for ``tau``, ``alpha``, ``log_s`` and
-    ``log_base``; the row gradients go into zero tables of the tables' shapes (the dense gradients
-    autograd needs for dense parameters): on the CPU through one ``[B, 2n]`` buffer per table and
-    a serial scatter-add, on CUDA with atomics straight into the table. No other ``[N, 2n]``
-    tensor is made.
+    ``log_base``. The kernels return the entity rows' gradients ``[B, 2n]``; the table's gradient
+    is made from them by ``rotmem.ops.table_grad.table_gradient``: sparse with ``sparse_grad``
+    (no ``[N, 2n]`` tensor), else dense. The relation rows go into zero ``[R, 2n]`` tables (on
+    the CPU by a serial scatter-add, on CUDA with atomics).
     """
     n = _pairs(entity, "entity")
     for name, table in (("w_table", w_table), ("w_hat_table", w_hat_table)):
@@ -135,6 +137,7 @@ def unrotated_query_indexed(
         log_s.reshape(()),
         log_base.reshape(()),
         float(tau0),
+        sparse_grad,
     ).view(*shape, 2 * n)
     dtype = _result_type([entity, tau, alpha, log_s, log_base])
     return q if dtype == q.dtype else q.to(dtype)
@@ -273,14 +276,14 @@ def _register() -> None:
     torch.library.register_autograd(lib + "unrotated_query", query_backward, setup_context=query_setup)
 
     @torch.library.register_fake(lib + "unrotated_query_indexed")
-    def _(entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0):
+    def _(entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0, sparse_grad):
         return entity.new_empty(ent_idx.shape[0], entity.shape[1])
 
     @torch.library.register_fake(lib + "unrotated_query_indexed_backward")
     def _(grad, entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0):
         grad_w_hat = _empty(entity) if w_hat_table is None else torch.empty_like(w_hat_table)
         return (
-            torch.empty_like(entity),
+            entity.new_empty(ent_idx.shape[0], entity.shape[1]),
             torch.empty_like(w_table),
             grad_w_hat,
             torch.empty_like(tau),
@@ -290,16 +293,19 @@ def _register() -> None:
         )
 
     def indexed_setup(ctx, inputs, output):
-        ctx.save_for_backward(*inputs[:-1])
-        ctx.tau0 = inputs[-1]
+        ctx.save_for_backward(*inputs[:-2])
+        ctx.tau0, ctx.sparse_grad = inputs[-2:]
 
     def indexed_backward(ctx, grad):
         entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base = ctx.saved_tensors
         g = torch.ops.rotmem.unrotated_query_indexed_backward(
             grad, entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, ctx.tau0
         )
+        grad_entity = (
+            table_gradient(g[0], ent_idx, entity, ctx.sparse_grad) if ctx.needs_input_grad[0] else None
+        )
         grad_w_hat = None if w_hat_table is None else g[2]
-        return _masked(ctx, g[0], g[1], grad_w_hat, None, None, g[3], g[4], g[5], g[6], None)
+        return _masked(ctx, grad_entity, g[1], grad_w_hat, None, None, g[3], g[4], g[5], g[6], None, None)
 
     torch.library.register_autograd(
         lib + "unrotated_query_indexed", indexed_backward, setup_context=indexed_setup
@@ -388,12 +394,7 @@ def _register() -> None:
 def _times(grad: torch.Tensor, grad_loss: torch.Tensor) -> torch.Tensor:
     """``grad * grad_loss``, skipping the pass over ``grad`` (an ``[N, 2n]`` table) in eager CPU
     code when the output gradient is exactly 1, as it is for a loss that is the CE itself."""
-    eager_cpu = (
-        type(grad_loss) is torch.Tensor
-        and grad_loss.device.type == "cpu"
-        and not torch._C._functorch.is_functorch_wrapped_tensor(grad_loss)
-    )
-    if eager_cpu and grad_loss.item() == 1.0:
+    if not is_traced(grad_loss) and grad_loss.device.type == "cpu" and grad_loss.item() == 1.0:
         return grad
     return grad * grad_loss
 

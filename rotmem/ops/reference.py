@@ -11,6 +11,8 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from rotmem.ops.table_grad import gather_rows
+
 LOG_S_MIN = -20.72326583694641  # ln(1e-9): s = exp(log_s) is clamped to >= 1e-9 per day
 LOG_BASE_MIN = 0.6931471805599453  # ln(2): base = exp(log_base) is clamped to >= 2
 
@@ -67,16 +69,19 @@ def unrotated_query_indexed(
     log_s: torch.Tensor,
     log_base: torch.Tensor,
     tau0: float,
+    sparse_grad: bool = False,
 ) -> torch.Tensor:
     """Gather rows, compute angles and build the unrotated query: ``[B, 2n]``.
 
     ``entity [N, 2n]``, ``w_table``/``w_hat_table [R, 2n]``, ``ent_idx``/``rel_idx [B]`` int64,
-    ``tau [B]`` days, ``alpha [B]`` speeds of the batch's relations.
+    ``tau [B]`` days, ``alpha [B]`` speeds of the batch's relations. With ``sparse_grad`` the
+    entity table's gradient is sparse (``rotmem.ops.table_grad``).
     """
     n = entity.shape[-1] // 2
     theta = angles(alpha, tau, log_s, log_base, tau0, n)
     w_hat = None if w_hat_table is None else w_hat_table[rel_idx]
-    return unrotated_query(entity[ent_idx], w_table[rel_idx], w_hat, theta)
+    h = gather_rows(entity, ent_idx, sparse_grad)
+    return unrotated_query(h, w_table[rel_idx], w_hat, theta)
 
 
 def score_all(q: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:

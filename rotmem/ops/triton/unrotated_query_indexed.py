@@ -6,10 +6,12 @@ sin tensor ever reach memory. ``speed_b = alpha_b * s * (tau_b - tau0)`` is a ``
 computed by the same torch expression as the reference (so it rounds identically); its gradient
 flows to ``alpha``, ``tau`` and ``log_s`` through autograd.
 
-Backward: one kernel recomputes the angles and rows, scatters the row gradients into the tables
-with atomic adds (float32 accumulators for 16-bit tables; the order of the adds, hence the last
-bits, may vary between GPU runs), and writes per-row partial sums for ``dL/dspeed`` and
-``dL/dlog_base`` that a small reduction finishes.
+Backward: one kernel recomputes the angles and rows, writes the entity rows' gradients
+``[B, 2n]`` (``rotmem.ops.table_grad`` makes the table's gradient from them: sparse with
+``sparse_grad``, no ``[N, 2n]`` tensor), scatters the relation rows' gradients into the
+``[R, 2n]`` tables with atomic adds (float32 accumulators for 16-bit tables; the order of the
+adds, hence the last bits, may vary between GPU runs), and writes per-row partial sums for
+``dL/dspeed`` and ``dL/dlog_base`` that a small reduction finishes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import triton
 import triton.language as tl
 
 from rotmem.ops.reference import LOG_BASE_MIN, LOG_S_MIN
+from rotmem.ops.table_grad import table_gradient
 from rotmem.ops.triton._common import (
     check_float,
     check_index,
@@ -99,7 +102,7 @@ def _query_indexed_backward_kernel(
     theta, omega, j = _angles(SPEED, LOG_BASE, rows, cols, n, row_mask, FP64)
     s, c = sincos(theta)
     ghr, ghi, grr, gri, gtheta = query_pairs_backward(gr, gi, hr, hi, rr, ri, s, c)
-    _scatter_add(GE, e, cols, n, ghr, ghi, mask)
+    store_pairs(GE, rows, cols, 2 * n, n, ghr, ghi, mask)
     if HAS_WH:
         _scatter_add(GW, r, cols, n, grr * whr, gri * whi, mask)
         _scatter_add(GWH, r, cols, n, grr * wr, gri * wi, mask)
@@ -129,9 +132,10 @@ def _query_indexed(
     speed: torch.Tensor,
     log_base: torch.Tensor,
     out_dtype: torch.dtype,
+    sparse_grad: bool,
 ) -> torch.Tensor:
     """``q [B, 2n]`` from tables (unit last stride), ids ``[B]``, ``speed [B]`` (rad/day * days)
-    and the clamped scalar ``log_base``."""
+    and the clamped scalar ``log_base``; ``sparse_grad`` is for the backward."""
     rows, n = ent_idx.shape[0], entity.shape[1] // 2
     q = torch.empty((rows, 2 * n), dtype=out_dtype, device=entity.device)
     if rows and n:
@@ -157,12 +161,13 @@ def _query_indexed_backward(
     speed: torch.Tensor,
     log_base: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(d entity, d w_table, d w_hat_table (empty for DistMult), d speed [B], d log_base)``."""
+    """``(d entity rows [B, 2n] (float32 or float64), d w_table, d w_hat_table (empty for
+    DistMult), d speed [B], d log_base)``."""
     rows, n = ent_idx.shape[0], entity.shape[1] // 2
     fp64 = is_fp64(grad, entity, w_table, w_hat_table, speed)
     acc = torch.float64 if fp64 else torch.float32
     device = entity.device
-    grad_e = torch.zeros(entity.shape, dtype=acc, device=device)
+    grad_e = torch.empty((rows, 2 * n), dtype=acc, device=device)  # every element is written
     grad_w = torch.zeros(w_table.shape, dtype=acc, device=device)
     grad_wh = torch.zeros(w_table.shape if w_hat_table is not None else (0,), dtype=acc, device=device)
     block_b, block_n, grid = _blocks(rows, n, 1024)
@@ -180,7 +185,7 @@ def _query_indexed_backward(
     grad_speed = part_speed.sum(0)
     grad_log_base = -(speed.double() * part_base.sum(0)).sum() / max(n, 1)
     return (
-        grad_e.to(entity.dtype),
+        grad_e,
         grad_w.to(w_table.dtype),
         grad_wh.to(w_table.dtype if w_hat_table is None else w_hat_table.dtype),
         grad_speed.to(speed.dtype),
@@ -189,16 +194,19 @@ def _query_indexed_backward(
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    entity, w_table, w_hat_table, ent_idx, rel_idx, speed, log_base, _ = inputs
-    ctx.has_w_hat = w_hat_table is not None
+    entity, w_table, w_hat_table, ent_idx, rel_idx, speed, log_base, _, sparse_grad = inputs
+    ctx.has_w_hat, ctx.sparse_grad = w_hat_table is not None, sparse_grad
     ctx.save_for_backward(entity, w_table, w_hat_table, ent_idx, rel_idx, speed, log_base)
 
 
 def _backward(ctx, grad: torch.Tensor):
-    grad_e, grad_w, grad_wh, grad_speed, grad_log_base = _query_indexed_backward(
+    entity, _, _, ent_idx, *_ = ctx.saved_tensors
+    grad_rows, grad_w, grad_wh, grad_speed, grad_log_base = _query_indexed_backward(
         grad.contiguous(), *ctx.saved_tensors
     )
-    return grad_e, grad_w, grad_wh if ctx.has_w_hat else None, None, None, grad_speed, grad_log_base, None
+    grad_e = table_gradient(grad_rows, ent_idx, entity, ctx.sparse_grad) if ctx.needs_input_grad[0] else None
+    grad_wh = grad_wh if ctx.has_w_hat else None
+    return grad_e, grad_w, grad_wh, None, None, grad_speed, grad_log_base, None, None
 
 
 _query_indexed.register_autograd(_backward, setup_context=_setup_context)
@@ -215,13 +223,15 @@ def unrotated_query_indexed(
     log_s: torch.Tensor,
     log_base: torch.Tensor,
     tau0: float,
+    sparse_grad: bool = False,
 ) -> torch.Tensor:
     """Gather rows, compute angles and build the unrotated query: ``[B, 2n]``.
 
     ``entity [N, 2n]``, ``w_table``/``w_hat_table [R, 2n]`` (``None`` for DistMult),
     ``ent_idx``/``rel_idx [B]`` int64, ``tau [B]`` days, ``alpha [B]`` speeds of the batch's
     relations, ``log_s``/``log_base`` scalars, ``tau0`` the reference day.
-    Differentiable in the tables, ``tau``, ``alpha``, ``log_s`` and ``log_base``.
+    Differentiable in the tables, ``tau``, ``alpha``, ``log_s`` and ``log_base``; with
+    ``sparse_grad`` the entity table's gradient is sparse (``rotmem.ops.table_grad``).
     """
     tables = {"entity": entity, "w_table": w_table, "w_hat_table": w_hat_table}
     for name, t in tables.items():
@@ -253,5 +263,5 @@ def unrotated_query_indexed(
 
     return _query_indexed(
         rows_unit(entity), rows_unit(w_table), rows_unit(w_hat_table), ent_idx.contiguous(),
-        rel_idx.contiguous(), speed.contiguous(), log_base, out_dtype,
+        rel_idx.contiguous(), speed.contiguous(), log_base, out_dtype, sparse_grad,
     )  # fmt: skip
