@@ -272,11 +272,59 @@ def test_cross_entropy_all_one_input_needs_grad(wrt, grad_in_forward, monkeypatc
     torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6)
 
 
+def spy_on_one_sweep(monkeypatch) -> list[int]:
+    """Count calls of the one-sweep op (``_cross_entropy_train``) made by ``T.cross_entropy_all``."""
+    module = importlib.import_module("rotmem.ops.triton.cross_entropy")
+    train, calls = module._cross_entropy_train, []
+    monkeypatch.setattr(module, "_cross_entropy_train", lambda *args: calls.append(1) or train(*args))
+    return calls
+
+
+@pytest.mark.parametrize("path", ["one_sweep", "tiles"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_all_ignores_minus_100(reduction, path, monkeypatch):
+    """Targets of -100 as in F.cross_entropy: loss 0, no gradient, "mean" over the other rows. Either
+    whole rows with gradients in the forward sweep ("none" never takes it), or entity chunks with
+    gradients recomputed in backward."""
+    if path == "tiles":
+        monkeypatch.setattr(ce_tiles, "CE_TILE_ELEMENTS", 5 * 16)
+        monkeypatch.setattr(ce_tiles, "CE_MIN_BLOCK_ROWS", 4)
+    monkeypatch.setattr(ce_tiles, "CE_GRAD_IN_FORWARD", path == "one_sweep")
+    calls = spy_on_one_sweep(monkeypatch)
+    torch.manual_seed(4)
+    q, entity = make(9, 8, scale=2.0), make(69, 8, scale=2.0)
+    target = torch.tensor([-100, 68, 16, -100, 33, 34, -100, 1, -100], device=DEVICE)
+    check_op(
+        lambda q, e: T.cross_entropy_all(q, e, target, reduction),
+        lambda q, e: reference.cross_entropy_all(q, e, target, reduction),
+        [q, entity],
+        torch.float32,
+        ["q", "entity"],
+    )
+    assert len(calls) == (path == "one_sweep" and reduction != "none")
+
+
+@pytest.mark.parametrize("grad_in_forward", [True, False])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_all_every_target_ignored(reduction, grad_in_forward, monkeypatch):
+    """As F.cross_entropy: "mean" is nan (0 / 0 rows), "sum" and "none" are 0; gradients are 0."""
+    monkeypatch.setattr(ce_tiles, "CE_GRAD_IN_FORWARD", grad_in_forward)
+    q, entity = make(3, 6), make(9, 6)
+    target = torch.full((3,), -100, device=DEVICE)
+    got = T.cross_entropy_all(q, entity, target, reduction)
+    want = reference.cross_entropy_all(q, entity, target, reduction)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    grads = [torch.autograd.grad(loss.sum(), [q, entity]) for loss in (got, want)]
+    for g, w in zip(*grads, strict=True):
+        torch.testing.assert_close(g, w)
+
+
 def test_cross_entropy_all_errors_name_the_input():
     q, entity = make(2, 6, grad=False), make(4, 6, grad=False)
     if DEVICE == "cpu":
-        with pytest.raises(IndexError, match="target has ids outside"):
-            T.cross_entropy_all(q, entity, torch.tensor([0, 4], device=DEVICE))
+        for bad in (4, -101):  # N, and a negative id other than the ignored -100
+            with pytest.raises(IndexError, match=f"target has ids outside .*: {bad} at position 1"):
+                T.cross_entropy_all(q, entity, torch.tensor([0, bad], device=DEVICE))
     with pytest.raises(ValueError, match="reduction must be one of"):
         T.cross_entropy_all(q, entity, torch.tensor([0, 1], device=DEVICE), reduction="avg")
     with pytest.raises(ValueError, match="must share 2n"):
