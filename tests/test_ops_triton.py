@@ -395,29 +395,80 @@ def test_gradcheck_float64(op):
     assert torch.autograd.gradcheck(fn, inputs, fast_mode=True)
 
 
-def test_opcheck():
-    """Schemas, fake (meta) implementations, autograd registration and AOT tracing of every op."""
-    rotate, unrotated_query, unrotated_query_indexed, cross_entropy, n3 = (
-        importlib.import_module(f"rotmem.ops.triton.{name}")
-        for name in ("rotate", "unrotated_query", "unrotated_query_indexed", "cross_entropy", "n3")
-    )
+def opcheck_case(name):
+    """``(op, args)`` for ``torch.library.opcheck``: a differentiable op gets float inputs that
+    require grad (so its autograd registration and backward are checked); a ``*_backward`` op gets
+    plain tensors."""
+    ops = {
+        module: importlib.import_module(f"rotmem.ops.triton.{module}")
+        for module in ("rotate", "unrotated_query", "unrotated_query_indexed", "cross_entropy", "n3")
+    }
     torch.manual_seed(0)
-    x = make(3, 10, grad=False)
+    x, theta, h, w, w_hat = make(3, 10), make(3, 5), make(3, 10), make(3, 10), make(3, 10)
+    entity, w_table, w_hat_table = make(4, 10), make(2, 10), make(2, 10)
     ids = torch.tensor([1, 0, 1], device=DEVICE)
-    cases = [
-        (rotate._rotate, (x, make(3, 5, grad=False))),
-        (unrotated_query._query, (x, make(3, 10, grad=False), None, make(3, 5, grad=False))),
-        (
-            unrotated_query_indexed._query_indexed,
-            (x, x[:2], x[:2], ids, ids, make(3, grad=False), torch.tensor(2.0, device=DEVICE), torch.float32),
+    speed, log_base = make(3), torch.tensor(2.0, device=DEVICE, requires_grad=True)
+    q, target = make(2, 10), torch.tensor([3, -100], device=DEVICE)  # -100: an ignored row
+    lse = torch.randn(2, device=DEVICE)
+    grad = make(3, 10, grad=False)
+    query, query_indexed = ops["unrotated_query"], ops["unrotated_query_indexed"]
+    indexed = (entity, w_table, w_hat_table, ids, ids, speed, log_base)
+    ce = ops["cross_entropy"]
+    cases = {
+        "rotate": (ops["rotate"]._rotate, (x, theta)),
+        "rotate_backward": (ops["rotate"]._rotate_backward, (grad, x, theta)),
+        "unrotated_query": (query._query, (h, w, None, theta)),
+        "unrotated_query:w_hat": (query._query, (h, w, w_hat, theta)),
+        "unrotated_query_backward": (query._query_backward, (grad, h, w, None, theta)),
+        "unrotated_query_backward:w_hat": (query._query_backward, (grad, h, w, w_hat, theta)),
+        "unrotated_query_indexed": (query_indexed._query_indexed, (*indexed, torch.float32)),
+        "unrotated_query_indexed_backward": (query_indexed._query_indexed_backward, (grad, *indexed)),
+        "cross_entropy_all": (ce._cross_entropy, (q, entity, target, 1, 2)),
+        "cross_entropy_all_backward": (
+            ce._cross_entropy_backward,
+            (torch.randn(2, device=DEVICE), q, entity, target, lse, 1, 2, True, True),
         ),
-        (cross_entropy._cross_entropy, (make(2, 10, grad=False), x, ids[:2], 1, 2)),
-        (cross_entropy._cross_entropy_train, (make(2, 10, grad=False), x, ids[:2], "mean", 1, True, True)),
-        (n3._n3, (x, True)),
-    ]
-    for op, args in cases:
-        result = torch.library.opcheck(op, args)
-        assert all(v == "SUCCESS" for v in result.values()), (op, result)
+        "cross_entropy_all_train": (ce._cross_entropy_train, (q, entity, target, "mean", 1, True, True)),
+        "n3": (ops["n3"]._n3, (x, True)),
+        "n3_backward": (ops["n3"]._n3_backward, (torch.randn(1, device=DEVICE), x, True)),
+    }
+    op, args = cases[name]
+    if is_backward(name):
+        args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+    return op, args
+
+
+def is_backward(name: str) -> bool:
+    return name.split(":")[0].endswith("_backward")
+
+
+OPCHECK_CASES = [
+    "rotate",
+    "rotate_backward",
+    "unrotated_query",
+    "unrotated_query:w_hat",
+    "unrotated_query_backward",
+    "unrotated_query_backward:w_hat",
+    "unrotated_query_indexed",
+    "unrotated_query_indexed_backward",
+    "cross_entropy_all",
+    "cross_entropy_all_backward",
+    "cross_entropy_all_train",
+    "n3",
+    "n3_backward",
+]
+
+
+@pytest.mark.parametrize("name", OPCHECK_CASES)
+def test_opcheck(name):
+    """Schema, fake (meta) implementation, autograd registration and AOT tracing (forward and, for
+    inputs requiring grad, backward) of every op."""
+    op, args = opcheck_case(name)
+    needs_grad = any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+    assert needs_grad != is_backward(name), "inputs must require grad exactly for differentiable ops"
+    result = torch.library.opcheck(op, args)
+    failed = {test: verdict for test, verdict in result.items() if verdict != "SUCCESS"}
+    assert not failed, failed
 
 
 # --- GPU only: offsets beyond 2**31 elements -----------------------------------------------------
