@@ -14,6 +14,10 @@ then do the per-row work on the tile in place, one program per row:
 ``dq`` and ``dentity`` are two more products of that tile. With gradients computed in the
 forward (small tables, ``ce_tiles.grad_in_forward``) a training step costs three products; else
 the forward keeps only each row's log-sum-exp and backward recomputes the tiles (four products).
+
+Targets equal to ``IGNORE_INDEX`` (-100) are ignored, as in ``torch.nn.functional.cross_entropy``:
+the row's loss is 0, it has no gradient, and ``"mean"`` divides by the number of other rows (nan
+when every row is ignored).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from rotmem.ops.triton._common import (
 )
 
 REDUCTIONS = ("mean", "sum", "none")
+IGNORE_INDEX = -100  # as torch.nn.functional.cross_entropy
+_IGNORE = tl.constexpr(IGNORE_INDEX)
 
 
 @triton.jit
@@ -81,7 +87,7 @@ def _lse_update_kernel(
     tl.store(S + row, run_s * tl.exp(run_m - new_m) + s * tl.exp(m - new_m))
     tl.store(M + row, new_m)
     local = tl.load(TARGET + row) - c0
-    inside = (local >= 0) & (local < COLS)
+    inside = (local >= 0) & (local < COLS)  # never for an ignored target (-100)
     target_logit = tl.load(ROW + local, mask=inside, other=0.0)
     tl.store(TGT + row, upcast(target_logit, FP64), mask=inside)
 
@@ -103,7 +109,8 @@ def _lse_and_grad_kernel(
     TILE, TARGET, LSE, TGT, COEF, r0,
     COLS: tl.constexpr, BLOCK: tl.constexpr, FP64: tl.constexpr,
 ):  # fmt: skip
-    """A tile row holding every entity: its log-sum-exp and target logit, then ``dL/dlogits``."""
+    """A tile row holding every entity: its log-sum-exp and target logit (0 for an ignored target),
+    then ``dL/dlogits``."""
     i = tl.program_id(0).to(tl.int64)
     row = r0 + i
     ROW = TILE + i * COLS
@@ -111,7 +118,8 @@ def _lse_and_grad_kernel(
     m, s = _row_summary(ROW, COLS, BLOCK, FP64)
     lse = m + tl.log(s)
     tl.store(LSE + row, lse)
-    tl.store(TGT + row, upcast(tl.load(ROW + target), FP64))
+    target_logit = tl.load(ROW + target, mask=target != _IGNORE, other=0.0)
+    tl.store(TGT + row, upcast(target_logit, FP64))
     _write_grad(ROW, target, lse, tl.load(COEF + row), COLS, BLOCK, FP64)
 
 
@@ -145,7 +153,8 @@ def _gradient(parts: list[torch.Tensor], like: torch.Tensor, needed: bool) -> to
 def _cross_entropy(
     q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, block_rows: int, block_cols: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(loss [B], lse [B])`` with ``loss_b = lse_b - <q_b, e_target_b>``, tile by tile."""
+    """``(loss [B], lse [B])`` with ``loss_b = lse_b - <q_b, e_target_b>`` (0 where ``target_b`` is
+    ignored), tile by tile."""
     (batch, _), entities = q.shape, entity.shape[0]
     fp64, acc = is_fp64(q, entity), _acc_dtype(q, entity)
     run_m = torch.full((batch,), float("-inf"), dtype=acc, device=q.device)
@@ -160,7 +169,7 @@ def _cross_entropy(
                 COLS=tile.shape[1], BLOCK=_row_block(tile.shape[1]), FP64=fp64,
             )  # fmt: skip
     lse = run_m + torch.log(run_s)
-    return lse - target_logit, lse
+    return torch.where(target == IGNORE_INDEX, 0.0, lse - target_logit), lse
 
 
 @kernel_op("rotmem_triton::cross_entropy_all_backward")
@@ -175,9 +184,10 @@ def _cross_entropy_backward(
     need_q: bool,
     need_entity: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(dL/dq [B, 2n], dL/dentity [N, 2n])`` for ``grad_rows = dL/dloss_b``, recomputing each
-    tile's logits; the gradients not needed are empty."""
+    """``(dL/dq [B, 2n], dL/dentity [N, 2n])`` for ``grad_rows [B] = dL/dloss_b``, recomputing each
+    tile's logits; ignored rows contribute nothing; the gradients not needed are empty."""
     batch, entities = q.shape[0], entity.shape[0]
+    grad_rows = grad_rows.masked_fill(target == IGNORE_INDEX, 0.0)
     fp64, acc = is_fp64(q, entity), _acc_dtype(q, entity)
     q_parts: list[torch.Tensor] = []
     e_parts: list[torch.Tensor | None] = [None] * triton.cdiv(entities, block_cols)
@@ -210,12 +220,15 @@ def _cross_entropy_train(
     need_entity: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(loss, dloss/dq, dloss/dentity)`` in one sweep of row blocks whose tiles hold every entity
-    (three products per block); ``reduction`` is ``"mean"`` or ``"sum"``."""
+    (three products per block); ``reduction`` is ``"mean"`` or ``"sum"``. Shapes: ``loss []``,
+    ``dloss/dq [B, 2n]``, ``dloss/dentity [N, 2n]`` (empty when not needed)."""
     batch, entities = q.shape[0], entity.shape[0]
     fp64, acc = is_fp64(q, entity), _acc_dtype(q, entity)
-    coef = torch.full(
-        (batch,), 1.0 / max(batch, 1) if reduction == "mean" else 1.0, dtype=acc, device=q.device
-    )
+    valid = target != IGNORE_INDEX
+    count = valid.sum()
+    coef = valid.to(acc)  # each row's weight in the loss; no row counts when all are ignored
+    if reduction == "mean":
+        coef = coef / count.clamp_min(1)
     lse = torch.empty((batch,), dtype=acc, device=q.device)
     target_logit = torch.empty((batch,), dtype=acc, device=q.device)
     q_parts: list[torch.Tensor] = []
@@ -231,9 +244,9 @@ def _cross_entropy_train(
             q_parts.append(tile @ entity)
         if need_entity:
             grad_entity = _accumulate(grad_entity, tile.t(), q_rows, acc)
-    loss = (lse - target_logit).sum()
+    loss = torch.where(valid, lse - target_logit, 0.0).sum()
     if reduction == "mean":
-        loss = loss / batch
+        loss = loss / count  # nan when every row is ignored, as in torch
     e_parts = [] if grad_entity is None else [grad_entity]
     return loss, _gradient(q_parts, q, need_q), _gradient(e_parts, entity, need_entity)
 
@@ -286,7 +299,9 @@ def cross_entropy_all(
     """1-vs-all cross-entropy of ``q [B, 2n]`` against all of ``entity [N, 2n]``, ``target [B]`` ids.
 
     Returns a float32 scalar (``"mean"``, ``"sum"``) or per-row losses ``[B]`` (``"none"``);
-    float64 inputs give float64.
+    float64 inputs give float64. Targets equal to -100 are ignored, as in
+    ``torch.nn.functional.cross_entropy``: their loss is 0 with no gradient, ``"mean"`` averages
+    over the other rows (nan when there are none); any other id outside ``[0, N)`` raises.
     """
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
@@ -303,7 +318,7 @@ def cross_entropy_all(
         raise ValueError("entity is empty: cross-entropy needs at least one candidate")
     if target.shape != (q.shape[0],):
         raise ValueError(f"target must have shape ({q.shape[0]},) like q's rows, got {tuple(target.shape)}")
-    check_index("target", target, entity.shape[0])
+    check_index("target", target, entity.shape[0], ignore=IGNORE_INDEX)
     q, entity, target = q.contiguous(), entity.contiguous(), target.long().contiguous()
     rows, cols = ce_tiles.cross_entropy_blocks(q.shape[0], entity.shape[0])
     need_q = q.requires_grad and torch.is_grad_enabled()
@@ -315,5 +330,5 @@ def cross_entropy_all(
         return loss
     loss, _ = _cross_entropy(q, entity, target, rows, cols)
     if reduction == "mean":
-        return loss.mean()
+        return loss.sum() / (target != IGNORE_INDEX).sum()
     return loss.sum() if reduction == "sum" else loss
