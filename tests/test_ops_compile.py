@@ -2,7 +2,8 @@
 
 The step is the Phase-2 1-vs-all objective: queries in both directions, fused cross-entropy over
 all entities, and the N3 regulariser over the batch's rows. Custom ops (native, Triton) must be
-traceable (fake implementations, registered autograd) for this to compile at all.
+traceable (fake implementations, registered autograd) for this to compile at all, and the step
+compiles with ``fullgraph=True``: a graph break anywhere (the backend dispatch included) fails.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ if torch.cuda.is_available():
 
 def training_step(model: RoMem, facts: torch.Tensor) -> torch.Tensor:
     """``½(CE_tail + CE_head) + 0.01 · N3 / B`` for ``facts [B, 4]`` = ``(h, r, t, day)``."""
-    h, r, t, day = facts.unbind(1)
-    tau = day.to(model.entity.dtype)
-    queries = torch.cat([model.query_tails(h, r, tau), model.query_heads(r, t, tau)])
+    h, r, t, day = facts.unbind(1)  # the model takes integer days (it keeps them at least float32)
+    queries = torch.cat([model.query_tails(h, r, day), model.query_heads(r, t, day)])
     rows = [model.entity[h], model.w[r], model.entity[t]] + ([] if model.w_hat is None else [model.w_hat[r]])
     return (
         ops.cross_entropy_all(queries, model.entity, torch.cat([t, h])) + 0.01 * ops.n3(rows) / facts.shape[0]
@@ -59,7 +59,7 @@ def test_compiled_step_equals_eager(device, backend, monkeypatch):
         if device == "cuda" or backend == ops.backend.backend_name(torch.device("cpu"))
         else "aot_eager"
     )
-    compiled = torch.compile(training_step, backend=compiler)
+    compiled = torch.compile(training_step, backend=compiler, fullgraph=True)
     loss = compiled(model, facts)
     grads = torch.autograd.grad(loss, params)
     torch.testing.assert_close(loss, eager_loss, rtol=1e-5, atol=1e-6)
@@ -68,3 +68,27 @@ def test_compiled_step_equals_eager(device, backend, monkeypatch):
             got, want, rtol=1e-4, atol=1e-6, msg=lambda m, p=p: f"{tuple(p.shape)}: {m}"
         )
     assert os.environ["ROTMEM_BACKEND"] == backend
+
+
+@pytest.mark.skipif(not available("native", "cpu"), reason="needs the native CPU backend")
+def test_compiled_code_follows_rotmem_backend_set_at_call_time(monkeypatch):
+    """The compiled dispatch guards on ``ROTMEM_BACKEND``: changing it recompiles for the new backend."""
+    compiled_graphs, ran = [], []
+
+    def capture(gm, example_inputs):
+        compiled_graphs.append(gm)
+
+        def run(*args):
+            ran.append(gm.code)
+            return gm(*args)
+
+        return run
+
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: ops.n3([x]), backend=capture, fullgraph=True)
+    x = torch.randn(4, 6)
+    for backend, native_op_in_graph in [("torch", False), ("native", True), ("torch", False)]:
+        monkeypatch.setenv("ROTMEM_BACKEND", backend)
+        torch.testing.assert_close(compiled(x), ops.n3([x]))
+        assert ("rotmem.n3" in ran[-1]) == native_op_in_graph, f"{backend} ran:{ran[-1]}"
+    assert len(compiled_graphs) == 2  # the second "torch" call reuses the first graph

@@ -88,7 +88,7 @@ def randn(*shape, device="cpu", scale=1.0, seed=0):
 
 # --- rotate and unrotated_query ----------------------------------------------------------------------
 
-ROW_SHAPES = [(1, 1), (7, 83), (5, 249)]
+ROW_SHAPES = [(1, 1), (7, 83), (999, 83), (5, 249)]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -368,11 +368,41 @@ def test_cross_entropy_all_without_grad(device):
 # --- score_all and n3 ----------------------------------------------------------------------------
 
 
+def check_product(got, a, b, dtype, name):
+    """``got`` (the product ``a @ b`` computed in ``dtype``) against its float64 truth, elementwise.
+
+    ``a``, ``b``: float64 operands already rounded to ``dtype``. The bound is the classic one for a
+    dot product of ``k`` terms accumulated in float32 (or wider), ``k * eps * (|a| @ |b|)``, plus the
+    rounding of the result to ``dtype``. The eager reference is this same product, so its error
+    cannot serve as the yardstick here.
+    """
+    truth = a @ b
+    k = a.shape[-1]
+    bound = k * torch.finfo(torch.float32).eps * (a.abs() @ b.abs()) + torch.finfo(dtype).eps * truth.abs()
+    excess = (got.double() - truth).abs() - bound
+    assert got.shape == truth.shape, f"{name}: shape {tuple(got.shape)} != {tuple(truth.shape)}"
+    assert excess.max() <= 0, f"{name} {dtype}: error exceeds its bound by {excess.max().item():.3g}"
+
+
+# (B, N, n): one row, one entity, one complex pair, and odd sizes past any tile or vector width.
+SCORE_SHAPES = [(1, 1, 1), (1, 10_488, 83), (999, 1, 83), (999, 10_488, 1), (999, 10_488, 83)]
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_score_all(device, dtype):
-    q, e = randn(5, 18, device=device), randn(11, 18, device=device, seed=1)
-    check(native.score_all, reference.score_all, reference.score_all, [q, e], [0, 1], dtype, name="score_all")
+@pytest.mark.parametrize("batch, entities, n", SCORE_SHAPES)
+def test_score_all(device, dtype, batch, entities, n):
+    """Scores and both gradients within the float32-accumulation bound of the float64 truth."""
+    q = randn(batch, 2 * n, device=device).to(dtype)
+    e = randn(entities, 2 * n, device=device, seed=1).to(dtype)
+    grad = randn(batch, entities, device=device, seed=2).to(dtype)
+    q_, e_ = q.clone().requires_grad_(), e.clone().requires_grad_()
+    scores = native.score_all(q_, e_)
+    grad_q, grad_e = torch.autograd.grad(scores, [q_, e_], grad)
+    q, e, grad = q.double(), e.double(), grad.double()
+    check_product(scores, q, e.t(), dtype, "score_all")
+    check_product(grad_q, grad, e, dtype, "score_all grad[q]")
+    check_product(grad_e, grad.t(), q, dtype, "score_all grad[entity]")
 
 
 @pytest.mark.parametrize("device", DEVICES)

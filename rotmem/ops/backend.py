@@ -3,19 +3,23 @@
 Automatic by device unless ``ROTMEM_BACKEND=torch|native|triton`` forces one: on a CUDA tensor
 Triton, else the native CUDA build, else torch; on the CPU the native build, else torch.
 Each backend is a module with the same functions as ``rotmem.ops.reference``.
+
+``torch.compile`` traces the selection without a graph break: it reads ``ROTMEM_BACKEND`` and
+guards on its value (a change recompiles), and runs ``available`` once at trace time, keeping its
+answer as a constant, since the import behind it cannot be traced.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from functools import cache
 from types import ModuleType
 
 import torch
 
 BACKENDS = ("torch", "native", "triton")
 _MODULES = {"torch": "rotmem.ops.reference", "native": "rotmem.ops.native", "triton": "rotmem.ops.triton"}
+_LOADED: dict[str, ModuleType | None] = {}  # backend name -> its module, None when it did not import
 
 
 def forced_backend() -> str | None:
@@ -28,15 +32,17 @@ def forced_backend() -> str | None:
     return name
 
 
-@cache
 def _load(name: str) -> ModuleType | None:
-    """The backend's module, or None when it cannot be imported here."""
-    try:
-        return importlib.import_module(_MODULES[name])
-    except ImportError:
-        return None
+    """The backend's module, or None when it cannot be imported here (imported once)."""
+    if name not in _LOADED:
+        try:
+            _LOADED[name] = importlib.import_module(_MODULES[name])
+        except ImportError:
+            _LOADED[name] = None
+    return _LOADED[name]
 
 
+@torch.compiler.assume_constant_result  # fixed for the process: imports, built kernels, devices
 def available(name: str, device_type: str) -> bool:
     """Whether backend ``name`` can run on tensors of ``device_type`` (``"cpu"``/``"cuda"``)."""
     module = _load(name)
@@ -58,8 +64,8 @@ def backend_name(device: torch.device) -> str:
 def backend_module(device: torch.device) -> ModuleType:
     """The module implementing the ops for ``device``; a forced backend that cannot run raises."""
     name = backend_name(device)
-    module = _load(name)
-    if module is None or not available(name, device.type):
+    if not available(name, device.type):
+        module = _load(name)
         why = "it did not import" if module is None else module.unavailable_reason(device.type)
         raise RuntimeError(f"backend {name!r} cannot run on {device.type} tensors here: {why}")
-    return module
+    return _LOADED[name]  # loaded by ``available``, so a traced dict lookup, not an import
