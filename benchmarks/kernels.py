@@ -47,6 +47,7 @@ from plot_kernels import plot  # noqa: E402
 
 from rotmem.ops import reference  # noqa: E402
 from rotmem.ops.backend import _load, available  # noqa: E402
+from rotmem.ops.table_grad import gather_rows  # noqa: E402
 
 OPS = ("rotate", "unrotated_query_indexed", "cross_entropy_all", "n3", "score_all", "step")
 MODES = ("forward", "backward", "forward+backward")
@@ -96,13 +97,16 @@ def bandwidth_shape(rows: int) -> Shape:
 # --- inputs and calls --------------------------------------------------------------------------
 def step(ops, entity, w, w_hat, alpha_logit, log_s, log_base, h, r, t, tau):
     """One Phase-2 training objective as ``rotmem.losses`` computes it: queries both ways in one call,
-    fused CE over all entities, N3 / B."""
+    fused CE over all entities, N3 / B. The fused backends take the entity rows' gradients sparse,
+    as ``rotmem.losses`` does (``rotmem.ops.table_grad``); the eager reference is plain PyTorch."""
+    sparse = ops is not reference
     alpha = torch.sigmoid(alpha_logit[r])
     ht, rr = torch.cat([h, t]), torch.cat([r, r])
     angle = (torch.cat([tau, tau]), torch.cat([alpha, alpha]), log_s, log_base, TAU0)
-    q = ops.unrotated_query_indexed(entity, w, w_hat, ht, rr, *angle)
-    rows = [entity.index_select(0, ht), w.index_select(0, r), w_hat.index_select(0, r)]
-    ce = ops.cross_entropy_all(q, entity, torch.cat([t, h]))
+    candidates = torch.ops.aten.alias(entity) if sparse else entity  # see losses.one_vs_all_loss
+    q = ops.unrotated_query_indexed(entity, w, w_hat, ht, rr, *angle, sparse_grad=sparse)
+    ce = ops.cross_entropy_all(q, candidates, torch.cat([t, h]))
+    rows = [gather_rows(entity, ht, sparse), w.index_select(0, r), w_hat.index_select(0, r)]
     return ce + REGULARIZER_WEIGHT * ops.n3(rows) / h.shape[0]
 
 

@@ -5,8 +5,10 @@ tail and head queries (``unrotated_query_indexed``), one 1-vs-all cross-entropy 
 directions, and the N3/L4 regulariser over the batch's rows (as ``rotmem.losses``).
 Providers: ``eager`` and ``compile`` (``torch.compile``) of the reference ops, ``native``,
 ``native+compile``, ``native-recompute`` (native with the CE gradients recomputed in backward,
-``ROTMEM_CE_GRAD_IN_FORWARD=0``) and ``matmul-floor`` (just the three BLAS products of the
-cross-entropy, the bound below which no float32 provider can go). Providers
+``ROTMEM_CE_GRAD_IN_FORWARD=0``), ``native-dense`` (native with dense entity-row gradients, a
+zero-filled ``[N, 2n]`` table each, instead of sparse ones: ``rotmem.ops.table_grad``) and
+``matmul-floor`` (just the three BLAS products of the cross-entropy, the bound below which no
+float32 provider can go). Providers
 run interleaved, round by round, so a change in machine load hits all of them alike; the CSV has
 the median and quartiles per provider and each one's speed-up over eager.
 
@@ -28,6 +30,7 @@ from types import ModuleType
 import torch
 
 from rotmem.ops import ce_tiles, native, reference
+from rotmem.ops.table_grad import gather_rows
 
 RESULTS = Path(__file__).resolve().parent / "results" / "native_step.csv"
 
@@ -55,15 +58,18 @@ def make_problem(
     }
 
 
-def step(ops: ModuleType, p: dict) -> torch.Tensor:
-    """Forward and backward of ``½(CE_tail + CE_head) + 0.01·N3/B``; returns the loss."""
+def step(ops: ModuleType, p: dict, sparse: bool | None = None) -> torch.Tensor:
+    """Forward and backward of ``½(CE_tail + CE_head) + 0.01·N3/B``; returns the loss. ``sparse``:
+    the entity rows' gradients sparse (default: for the fused backends, as ``rotmem.losses``)."""
     e, w, v, h, r, t = p["entity"], p["w"], p["w_hat"], p["h"], p["r"], p["t"]
     ht, rr = torch.cat([h, t]), torch.cat([r, r])
     tau, alpha = torch.cat([p["tau"], p["tau"]]), torch.cat([p["alpha"], p["alpha"]])
     angle = (tau, alpha, p["log_s"], p["log_base"], 0.0)
-    queries = ops.unrotated_query_indexed(e, w, v, ht, rr, *angle)  # tail queries, then head queries
-    loss = ops.cross_entropy_all(queries, e, torch.cat([t, h]))
-    rows = [e.index_select(0, ht), w.index_select(0, r), v.index_select(0, r)]
+    sparse = ops is not reference if sparse is None else sparse
+    candidates = torch.ops.aten.alias(e) if sparse else e  # see losses.one_vs_all_loss
+    queries = ops.unrotated_query_indexed(e, w, v, ht, rr, *angle, sparse_grad=sparse)  # tails, heads
+    loss = ops.cross_entropy_all(queries, candidates, torch.cat([t, h]))
+    rows = [gather_rows(e, ht, sparse), w.index_select(0, r), v.index_select(0, r)]
     loss = loss + 0.01 * ops.n3(rows) / h.shape[0]
     loss.backward()
     return loss.detach()
@@ -99,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument(
-        "--providers", default="eager,compile,native,native+compile,native-recompute,matmul-floor"
+        "--providers",
+        default="eager,compile,native,native+compile,native-recompute,native-dense,matmul-floor",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -125,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         "native": lambda: step(native, p),
         "native+compile": lambda: compiled(native, p),
         "native-recompute": lambda: recompute(native, p),
+        "native-dense": lambda: step(native, p, sparse=False),
         "matmul-floor": lambda: matmul_floor(p),
     }
     providers = args.providers.split(",")

@@ -114,3 +114,20 @@ def test_bad_constructor_arguments_are_named():
         RoMem(3, 2, dim=8, k=1, backbone="transe")
     with pytest.raises(ValueError, match="unknown speed source 'fast'"):
         RoMem(3, 2, dim=8, k=1, speed="fast")
+
+
+def test_bfloat16_model_keeps_single_days_apart():
+    """bfloat16 holds days near 16,000 only to 64-day steps: angles and queries must see days in
+    at least float32, so a bfloat16 model still tells one day from the next (and the losses pass
+    their int64 days straight in)."""
+    torch.manual_seed(0)
+    model = RoMem(13, 4, dim=12, k=3, speed="learned", tau0=12784.0, init_s=0.05).to(torch.bfloat16)
+    h, r, t = torch.tensor([1]), torch.tensor([2]), torch.tensor([3])
+    days = torch.tensor([16001]), torch.tensor([16002])
+    thetas = [model.theta(r, d) for d in days]
+    assert thetas[0].dtype == torch.float32
+    assert not torch.equal(thetas[0], thetas[1])
+    queries = [model.query_tails(h, r, d) for d in days]
+    assert not torch.equal(queries[0], queries[1])
+    scores = [model.score(h, r, t, d) for d in days]
+    assert not torch.equal(scores[0], scores[1])

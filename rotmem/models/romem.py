@@ -10,8 +10,8 @@ from torch import nn
 
 from rotmem import ops
 from rotmem.models.spectrum import TemporalSpectrum
-from rotmem.ops.table_grad import gather_rows
 from rotmem.models.speeds import RelationSpeed
+from rotmem.ops.table_grad import gather_rows
 
 BACKBONES = ("chronor", "distmult")
 
