@@ -98,7 +98,7 @@ inline void check_cross_entropy_inputs(const at::Tensor& q, const at::Tensor& en
 inline at::Tensor row_coefficients(const at::Tensor& target, Reduction reduction, const at::Tensor& grad,
                                    at::ScalarType acc) {
   at::Tensor coef = (target != kIgnoreIndex).to(acc);
-  if (reduction == Reduction::kMean) coef = coef / coef.sum();
+  if (reduction == Reduction::kMean) coef = coef / coef.sum().clamp_min(1);  // no row: 0, as torch
   if (grad.defined()) coef = coef * grad.to(acc);
   return coef.contiguous();
 }

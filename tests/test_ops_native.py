@@ -324,6 +324,25 @@ def test_cross_entropy_all_ignores_minus_100(device, reduction):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("grad_in_forward", [True, False])
+def test_cross_entropy_all_every_target_ignored(device, reduction, grad_in_forward, monkeypatch):
+    """Every row ignored: the loss is torch's (nan for "mean", 0 else) and the gradients are 0."""
+    monkeypatch.setattr(ce_tiles, "CE_GRAD_IN_FORWARD", grad_in_forward)
+    q, e, _ = ce_inputs(5, 30, 8, device)
+    target = torch.full((5,), -100, device=device)
+    results = []
+    for fn in (native.cross_entropy_all, reference.cross_entropy_all):
+        qq, ee = q.detach().requires_grad_(), e.detach().requires_grad_()
+        loss = fn(qq, ee, target, reduction)
+        torch.nan_to_num(loss).sum().backward()
+        results.append((loss.float(), qq.grad, ee.grad))
+    (loss, dq, de), (want, _, _) = results
+    torch.testing.assert_close(loss, want, equal_nan=True)
+    assert torch.count_nonzero(dq) == 0 and torch.count_nonzero(de) == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("reduction", ["mean", "none"])
 def test_cross_entropy_all_gradient_of_one_input(device, reduction):
     """Only q, or only the table, requires grad (the other gradient is skipped)."""
