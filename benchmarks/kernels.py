@@ -1,13 +1,16 @@
 """Time and measure the memory of every RoMem op, and of one whole training step, per backend.
 
 Providers: ``eager`` (``rotmem.ops.reference``), ``compile`` (``torch.compile`` of the reference),
-``native`` (csrc, when built for the device) and ``triton`` (CUDA only). Modes: ``forward``,
-``backward`` (the forward runs untimed before it) and ``forward+backward``. Shapes: ICEWS05-15
+``native`` (csrc, when built for the device) and ``triton`` (CUDA only). Modes: ``forward``
+(without autograd, as in evaluation), ``backward`` (a forward that records the graph runs untimed
+before it) and ``forward+backward``. A fused cross-entropy that needs gradients computes them in
+its forward sweep when the table is small (``rotmem.ops.ce_tiles``), so its ``backward`` is
+nearly free and only ``forward+backward`` compares it fairly. Shapes: ICEWS05-15
 (B = 1000, n = 249, N = 10,488, R = 251) and a large graph (N = 1,000,000, B = 4,096; on the CPU
 a smaller batch, ``--large-batch``, and only the fused cross-entropy by default).
 
-Writes ``<out-dir>/kernels_<device>.csv`` (op, mode, provider, shape, dtype, device, ms_median,
-ms_p20, ms_p80, peak_mem_mb, gb_per_s), a summary of the ratios against eager
+Writes ``<out-dir>/kernels_<device>.csv`` (op, mode, provider, shape, dtype, device, threads,
+ms_median, ms_p20, ms_p80, peak_mem_mb, gb_per_s), a summary of the ratios against eager
 (``kernels_<device>.txt``) and a chart (``kernels_<device>.png``); prints the command that made it.
 
 Peak memory is the growth of allocated memory above what the inputs already hold, during one
@@ -59,6 +62,7 @@ COLUMNS = (
     "shape",
     "dtype",
     "device",
+    "threads",
     "ms_median",
     "ms_p20",
     "ms_p80",
@@ -187,7 +191,10 @@ def run_once(fn: Callable, args: list, grad_idx: list[int], mode: str, device: s
         out = fn(*args)
         synchronize(device)
     start = time.perf_counter()
-    if mode != "backward":
+    if mode == "forward":
+        with torch.no_grad():
+            out = fn(*args)
+    elif mode == "forward+backward":
         out = fn(*args)
     if mode != "forward":
         torch.autograd.grad(out, wrt, torch.ones_like(out) if out.dim() == 0 else _grad_like(out))
@@ -295,6 +302,7 @@ def row(op, mode, provider, shape, dtype, device, times, peak_mb, nbytes) -> dic
         "shape": shape.label(),
         "dtype": dtype_name(dtype),
         "device": device,
+        "threads": torch.get_num_threads() if device == "cpu" else "",
         "ms_median": round(median, 4),
         "ms_p20": round(q[1], 4),
         "ms_p80": round(q[7], 4),
@@ -395,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-ops", default=None, help="ops for the compile provider (default: all)")
     parser.add_argument("--reps", type=int, default=None, help="timed reps (default 10 on CPU, 50 on GPU)")
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     parser.add_argument(
         "--compile-shapes", default="icews05-15,bandwidth", help="shapes for the compile provider (or: large)"
     )
@@ -417,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
         shlex.quote(a) for a in [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
     )
     device = args.device
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda but no CUDA device is visible")
     on_gpu = device == "cuda"
