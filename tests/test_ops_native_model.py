@@ -203,3 +203,13 @@ print(backend.backend_name(torch.device("cpu")))
     reason, chosen = out.strip().splitlines()
     assert "rotmem._C is not built" in reason and "--no-build-isolation" in reason
     assert chosen == "torch"
+
+
+def test_rotmem_backend_names_a_bad_value(monkeypatch):
+    monkeypatch.setenv("ROTMEM_BACKEND", "cuda")
+    with pytest.raises(
+        ValueError, match=r"ROTMEM_BACKEND='cuda' is not one of \('torch', 'native', 'triton'\)"
+    ):
+        backend.backend_name(torch.device("cpu"))
+    monkeypatch.setenv("ROTMEM_BACKEND", " Auto ")  # automatic, as when unset
+    assert backend.backend_name(torch.device("cpu")) == "native"
