@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from plot_kernels import plot  # noqa: E402
 
+from rotmem.cpu_memory import cpu_peak_bytes  # noqa: E402
 from rotmem.ops import reference  # noqa: E402
 from rotmem.ops.backend import _load, available  # noqa: E402
 from rotmem.ops.table_grad import gather_rows  # noqa: E402
@@ -220,19 +221,8 @@ def peak_memory_mb(fn: Callable, args: list, grad_idx: list[int], mode: str, dev
         torch.cuda.reset_peak_memory_stats()
         run_once(fn, args, grad_idx, mode if mode != "backward" else "forward+backward", device)
         return (torch.cuda.max_memory_allocated() - base) / 2**20
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        run_once(fn, args, grad_idx, mode if mode != "backward" else "forward+backward", device)
-    cpu = torch._C._autograd.DeviceType.CPU
-    events = [
-        e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]" and e.device_type() == cpu
-    ]
-    current = peak = 0
-    for event in sorted(events, key=lambda e: e.start_ns()):
-        current += event.nbytes()
-        peak = max(peak, current)
-    return peak / 2**20
+    run = mode if mode != "backward" else "forward+backward"
+    return cpu_peak_bytes(lambda: run_once(fn, args, grad_idx, run, device)) / 2**20
 
 
 def bytes_moved(op: str, args: list) -> int | None:

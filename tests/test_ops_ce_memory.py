@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.profiler import ProfilerActivity, profile
 
+from rotmem.cpu_memory import cpu_peak_bytes
 from rotmem.ops import ce_tiles, native, reference
 
 pytestmark = pytest.mark.skipif(not native.is_available("cpu"), reason=native.unavailable_reason("cpu"))
@@ -26,19 +26,7 @@ LOGITS_BYTES = B * N * 4  # the float32 [B, N] logits the eager reference holds
 
 def peak_bytes(fn, q, entity, target) -> int:
     """Peak growth of torch-allocated CPU memory (bytes) during ``fn``'s forward and backward."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        loss = fn(q, entity, target)
-        torch.autograd.grad(loss, [q, entity])
-        del loss
-    cpu = torch._C._autograd.DeviceType.CPU
-    events = [
-        e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]" and e.device_type() == cpu
-    ]
-    current = peak = 0
-    for event in sorted(events, key=lambda e: e.start_ns()):
-        current += event.nbytes()
-        peak = max(peak, current)
-    return peak
+    return cpu_peak_bytes(lambda: torch.autograd.grad(fn(q, entity, target), [q, entity]))
 
 
 def mib(nbytes: int) -> str:

@@ -8,10 +8,10 @@ import warnings
 
 import pytest
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from lightning_modules.phase2 import Phase2Module
 from rotmem import losses
+from rotmem.cpu_memory import cpu_peak_bytes
 from rotmem.models.romem import RoMem
 from rotmem.ops import backend
 from rotmem.ops.table_grad import gather_rows, table_gradient
@@ -97,9 +97,7 @@ def training_loss(model: RoMem, facts: torch.Tensor, sparse_grad: bool) -> torch
     return fit + 0.01 * losses.embedding_regularizer(model, facts, sparse_grad=sparse_grad)
 
 
-@pytest.mark.parametrize(
-    "name", [n for n in CPU_BACKENDS if n != "triton"] + ["triton"] * ("triton" in CPU_BACKENDS)
-)
+@pytest.mark.parametrize("name", CPU_BACKENDS)
 def test_training_loss_entity_grad_is_dense_and_equals_all_dense(monkeypatch, name):
     monkeypatch.setenv("ROTMEM_BACKEND", name)
     model, facts = make_model_and_facts(entities=40, dim=12, batch=9)
@@ -119,21 +117,6 @@ def test_training_loss_entity_grad_is_dense_and_equals_all_dense(monkeypatch, na
         + 0.01 * losses.embedding_regularizer(model, facts, sparse_grad=True)
     ).backward()
     torch.testing.assert_close(model.entity.grad, grads[False][params.index(model.entity)])
-
-
-def cpu_peak_bytes(fn) -> int:
-    """Peak growth of torch's CPU allocations during ``fn()`` (the profiler's memory events)."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    events = sorted(
-        (e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
-        key=lambda e: e.start_ns(),
-    )
-    current = peak = 0
-    for event in events:
-        current += event.nbytes()
-        peak = max(peak, current)
-    return peak
 
 
 @pytest.mark.skipif("native" not in CPU_BACKENDS, reason="the native backend is not built")
