@@ -55,6 +55,12 @@ class TemporalKGDataModule(pl.LightningDataModule):
         """Reference day: the first day of the training split."""
         return float(self.kg.first_day)
 
+    @property
+    def num_days(self) -> int:
+        """Days from the first to the last day of the training split, both included."""
+        days = self.kg.train[:, 3]
+        return int(days.max()) - int(days.min()) + 1
+
     def make_batch(self, indices: list[int]) -> dict[str, torch.Tensor]:
         hp = self.hparams
         facts = self.kg.train[torch.as_tensor(indices)]
