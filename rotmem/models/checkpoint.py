@@ -8,15 +8,17 @@ import torch
 
 from rotmem.models.base import TemporalKGE
 from rotmem.models.romem import RoMem
+from rotmem.models.romem_complex import RoMemComplEx
 from rotmem.models.tntcomplex import TNTComplEx
 
-FAMILIES: dict[str, type[TemporalKGE]] = {cls.family: cls for cls in (RoMem, TNTComplEx)}
+FAMILIES: dict[str, type[TemporalKGE]] = {cls.family: cls for cls in (RoMem, RoMemComplEx, TNTComplEx)}
 
 STATE_PREFIX = "model."  # the LightningModule keeps the RoMem at attribute ``model``
 
 
 def build_model(family: str, **config) -> TemporalKGE:
-    """A new model of ``family`` (``"romem"``, ``"tntcomplex"``) from its constructor's arguments."""
+    """A new model of ``family`` (``"romem"``, ``"romem-complex"``, ``"tntcomplex"``) from its
+    constructor's arguments."""
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}; expected one of {sorted(FAMILIES)}")
     return FAMILIES[family](**config)
