@@ -31,7 +31,7 @@ def as_complex(x: torch.Tensor) -> torch.Tensor:
     return torch.complex(x[..., :n], x[..., n:])
 
 
-def make(history=(1, 7), day_residual=True, seed=0) -> RoMemComplEx:
+def make(history=(1, 7), day_residual=True, seed=0, pairs=(2,)) -> RoMemComplEx:
     torch.manual_seed(seed)
     model = RoMemComplEx(
         N,
@@ -44,6 +44,7 @@ def make(history=(1, 7), day_residual=True, seed=0) -> RoMemComplEx:
         init_scale=0.5,
         day_residual=day_residual,
         history_windows=history,
+        pair_windows=pairs if history else None,
         facts=FACTS,
     ).double()
     with torch.no_grad():
@@ -74,23 +75,36 @@ def formula(model: RoMemComplEx, h, r, t, day, head=False) -> torch.Tensor:
     return (e[h] * relation * e[t].conj()).real.sum(-1)
 
 
-def test_history_counts_by_hand():
-    history = FactHistory(N, R, (1, 7), FACTS)
-    # tail query (0, r0, ?, day 1001): answer 1 on days 1000 and 1002 (both within 1 and 7 days),
-    # 1020 outside 7; answer 2 on day 1001 (gap 0)
-    rows, answers, features = history.features(torch.tensor([0]), torch.tensor([0]), torch.tensor([1001.0]))
-    counts = dict(zip(answers.tolist(), torch.expm1(features).round().tolist(), strict=True))
-    assert counts == {1: [2.0, 2.0], 2: [1.0, 1.0]} and rows.tolist() == [0, 0]
-    # the same query as a training fact with answer 2 leaves that fact out: answer 2 disappears
-    _, answers, _ = history.features(
-        torch.tensor([0]), torch.tensor([0]), torch.tensor([1001.0]), torch.tensor([2])
+def counts(history, e, rel, day, exclude=None) -> dict[int, list[float]]:
+    rows, answers, features = history.features(
+        torch.tensor([e]),
+        torch.tensor([rel]),
+        torch.tensor([float(day)]),
+        None if exclude is None else torch.tensor([exclude]),
     )
-    assert answers.tolist() == [1]
-    # head query (?, r0, 1, day 1019) asks slot (1, R + 0): head 0 on day 1020 within 1 day
-    rows, answers, features = history.features(torch.tensor([1]), torch.tensor([R]), torch.tensor([1019.0]))
-    assert answers.tolist() == [0] and torch.expm1(features).round().tolist() == [[1.0, 1.0]]
+    assert (rows == 0).all()
+    return dict(zip(answers.tolist(), torch.expm1(features).round().tolist(), strict=True))
+
+
+def test_history_counts_by_hand():
+    history = FactHistory(N, R, slot_windows=(1, 7), pair_windows=(2,), facts=FACTS)
+    # tail query (0, r0, ?, day 1001): answer 1 on days 1000 and 1002 (within 1 and 7 days), 1020
+    # outside; answer 2 on day 1001 (gap 0). Pair counts (any relation, within 2 days): the same.
+    assert counts(history, 0, 0, 1001) == {1: [2.0, 2.0, 2.0], 2: [1.0, 1.0, 1.0]}
+    # as the training fact (0, r0, 2, 1001) it leaves itself out, of both kinds of counts
+    assert counts(history, 0, 0, 1001, exclude=2) == {1: [2.0, 2.0, 2.0]}
+    # head query (?, r0, 1, day 1019) asks slot (1, R + 0): head 0 on day 1020, within 1 day
+    assert counts(history, 1, R, 1019) == {0: [1.0, 1.0, 1.0]}
+    # pair counts ignore the relation: (0, r1, ?, 1003) has no slot history, but 0 met 1 on 1002
+    # and 2 on 1001, both within 2 days
+    assert counts(history, 0, 1, 1003) == {1: [0.0, 0.0, 1.0], 2: [0.0, 0.0, 1.0]}
     # far from every fact: nothing
     assert history.features(torch.tensor([0]), torch.tensor([0]), torch.tensor([5000.0]))[0].numel() == 0
+
+
+def test_a_history_needs_a_window():
+    with pytest.raises(ValueError, match="at least one window"):
+        FactHistory(N, R, slot_windows=None, pair_windows=())
 
 
 def test_scores_match_the_formula_plus_history():
@@ -150,7 +164,7 @@ def test_save_and_load_keeps_the_history(tmp_path):
     model.set_vocabulary([f"e{i}" for i in range(N)], [f"r{i}" for i in range(R)])
     model.save(str(tmp_path / "m.pt"))
     loaded = load_model(tmp_path / "m.pt")
-    assert isinstance(loaded, RoMemComplEx) and loaded.history.codes.numel() == 2 * FACTS.shape[0]
+    assert isinstance(loaded, RoMemComplEx) and loaded.history.slot_codes.numel() == 2 * FACTS.shape[0]
     h, r, day = torch.tensor([0, 3]), torch.tensor([0, 1]), torch.tensor([1001, 1009])
     torch.testing.assert_close(loaded.double().score_tails(h, r, day), model.score_tails(h, r, day))
 

@@ -19,8 +19,9 @@ with reciprocal relations for head queries (as tkbc does):
   the training range, read by linear interpolation between days and, past the range, the nearest
   end (as ``TNTComplEx.time_embedding``), kept smooth by ``time_regularizer``; zero at init, so
   the model starts as pure functional time;
-- ``H`` (``history_windows``): an optional term from the training facts themselves
-  (``rotmem.models.history``): how often ``(h, r, t)`` happened within each window of ``τ``.
+- ``H`` (``history_windows``, ``pair_windows``): an optional term from the training facts
+  themselves (``rotmem.models.history``): how often ``(h, r, t)`` happened, and how often ``h`` and
+  ``t`` interacted in any relation, within each window of ``τ``.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class RoMemComplEx(TemporalKGE):
 
     Tables: ``entity [N, 2n]``, ``rel_static``, ``rel_dynamic [2R, 2n]``, optional ``day [days, 2n]``;
     normal init times ``init_scale``. ``facts`` (the training split) fills the history when
-    ``history_windows`` is set; a loaded model restores it from its checkpoint.
+    ``history_windows`` or ``pair_windows`` is set; a loaded model restores it from its checkpoint.
     """
 
     family = "romem-complex"
@@ -62,12 +63,14 @@ class RoMemComplEx(TemporalKGE):
         init_scale: float = 1e-2,
         day_residual: bool = True,
         history_windows: Sequence[int] | None = None,
+        pair_windows: Sequence[int] | None = None,
         facts: torch.Tensor | None = None,
     ):
         super().__init__()
         if dim < 2:
             raise ValueError(f"dim must be at least 2, got {dim}")
         windows = list(history_windows) if history_windows else None
+        pairs = list(pair_windows) if pair_windows else None
         self.config = dict(
             num_entities=num_entities,
             num_relations=num_relations,
@@ -80,6 +83,7 @@ class RoMemComplEx(TemporalKGE):
             init_scale=init_scale,
             day_residual=day_residual,
             history_windows=windows,
+            pair_windows=pairs,
         )
         self.n = dim // 2
 
@@ -92,7 +96,9 @@ class RoMemComplEx(TemporalKGE):
         self.day = table(num_days, 0.0) if day_residual else None
         self.spectrum = TemporalSpectrum(self.n, tau0=tau0, init_s=init_s, init_base=init_base)
         self.speed = RelationSpeed(num_relations, source=speed)
-        self.history = FactHistory(num_entities, num_relations, windows, facts) if windows else None
+        self.history = None
+        if windows or pairs:
+            self.history = FactHistory(num_entities, num_relations, windows, pairs, facts)
 
     @property
     def tau0(self) -> float:
