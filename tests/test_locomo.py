@@ -185,8 +185,17 @@ def test_the_real_file_and_a_smoke_run_on_one_conversation(tmp_path):
     assert len(conversations) == 10 and sum(len(c.questions) for c in conversations) == 1986
     assert sum(len(s.turns) for c in conversations for s in c.sessions) == 5882
     out = tmp_path / "results"
-    args = ["--conversations", "conv-26", "--max-questions", "12", "--encoder", "hashing", "--fit-epochs", "1",
-            "--configs", "dense-turns", "rotmem-hybrid", "--out", str(out), "--name", "t"]  # fmt: skip
+    args = [
+        "--conversations",
+        "conv-26",
+        "--max-questions",
+        "12",
+        "--encoder",
+        "hashing",
+        "--fit-epochs",
+        "1",
+    ]
+    args += ["--configs", "dense-turns", "rotmem-hybrid", "--out", str(out), "--name", "t"]
     assert main(args) == 0
     rows = _rows(out / "t.csv")
     assert rows["rotmem-hybrid", "10", "all"]["questions"] == "12"
