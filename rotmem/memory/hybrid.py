@@ -220,10 +220,10 @@ class HybridRetriever:
             return np.asarray([any(span.contains(d) for d in days) for days in self._unit_days], np.float32)
         return np.zeros(len(self._unit_turn), dtype=np.float32)
 
-    def retrieve(
+    def ranked(
         self, question: str, k: int = 10, *, vector: np.ndarray | None = None, now: Day | None = None
     ) -> list[Evidence]:
-        """The top ``k`` evidence units, in source order. ``vector``: the question's embedding when
+        """The top ``k`` evidence units, best first. ``vector``: the question's embedding when
         already computed; ``now``: the day the question is asked (for relative expressions in it;
         default the latest session date)."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -232,7 +232,13 @@ class HybridRetriever:
             raise ValueError(f"question must be a non-empty string, got {question!r}")
         scores = self.scores(question, vector, now)
         top = np.argsort(-scores, kind="stable")[:k]
-        items = [self._evidence(int(u), float(scores[u])) for u in top]
+        return [self._evidence(int(u), float(scores[u])) for u in top]
+
+    def retrieve(
+        self, question: str, k: int = 10, *, vector: np.ndarray | None = None, now: Day | None = None
+    ) -> list[Evidence]:
+        """``ranked``'s units in source order (session, then position in it), as a reader gets them."""
+        items = self.ranked(question, k, vector=vector, now=now)
         return sorted(
             items, key=lambda e: (e.session_index, e.turn.position if e.turn else 0, e.source or "")
         )
