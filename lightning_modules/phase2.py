@@ -29,7 +29,7 @@ class Phase2Module(pl.LightningModule):
     ``family="romem"`` (the paper's model) reads ``dim, k, backbone, speed, gate_path, init_scale,
     init_s, init_base``; ``family="tntcomplex"`` reads ``dim`` (``2 · rank``), ``init_scale`` and
     ``num_days`` (its per-day table spans the training days from ``tau0``); ``family="romem-complex"``
-    reads ``dim, speed, gate_path, init_scale, init_s, init_base, num_days, day_residual``,
+    reads ``dim, speed, gate_path, init_scale, init_s, init_base, num_days, day_table``,
     ``history_windows`` and ``pair_windows`` (its history is the training split, indexed at
     setup). Per-day tables are kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``).
 
@@ -53,7 +53,7 @@ class Phase2Module(pl.LightningModule):
         init_scale: float = 0.4,
         init_s: float = 1.0,
         init_base: float = 10000.0,
-        day_residual: bool = False,
+        day_table: bool = False,
         history_windows: list[int] | None = None,
         pair_windows: list[int] | None = None,
         loss: str = "1vsall",
@@ -86,7 +86,7 @@ class Phase2Module(pl.LightningModule):
                 num_days=num_days,
                 init_s=init_s,
                 init_base=init_base,
-                day_residual=day_residual,
+                day_table=day_table,
                 history_windows=history_windows,
                 pair_windows=pair_windows,
             )

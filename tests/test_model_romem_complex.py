@@ -3,8 +3,6 @@ counts by hand, the loss against a dense reference, saving and loading."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
@@ -31,7 +29,7 @@ def as_complex(x: torch.Tensor) -> torch.Tensor:
     return torch.complex(x[..., :n], x[..., n:])
 
 
-def make(history=(1, 7), day_residual=True, seed=0, pairs=(2,)) -> RoMemComplEx:
+def make(history=(1, 7), day_table=True, seed=0, pairs=(2,)) -> RoMemComplEx:
     torch.manual_seed(seed)
     model = RoMemComplEx(
         N,
@@ -42,7 +40,7 @@ def make(history=(1, 7), day_residual=True, seed=0, pairs=(2,)) -> RoMemComplEx:
         speed="learned",
         init_s=0.3,
         init_scale=0.5,
-        day_residual=day_residual,
+        day_table=day_table,
         history_windows=history,
         pair_windows=pairs if history else None,
         facts=FACTS,
@@ -57,22 +55,15 @@ def make(history=(1, 7), day_residual=True, seed=0, pairs=(2,)) -> RoMemComplEx:
 
 
 def formula(model: RoMemComplEx, h, r, t, day, head=False) -> torch.Tensor:
-    """``Re(Σ_j h_j (s_j + d_j e^{iθ_j} (1 + u_j)) conj(t_j))`` at whole days, without history."""
+    """``Re(Σ_j h_j (s_j + d_j e^{iθ_j} u_j) conj(t_j))`` at whole days, without history."""
     rows = r + R * head
     e = as_complex(model.entity)
-    alpha = torch.sigmoid(model.speed.logit[r])
-    j = torch.arange(model.n, dtype=torch.float64)
-    theta = (
-        alpha[:, None]
-        * math.exp(model.spectrum.log_s)
-        * (day[:, None] - FIRST)
-        * torch.exp(-model.spectrum.log_base * j / model.n)
-    )
-    u = as_complex(model.day)[day - FIRST] if model.day is not None else 0
-    relation = as_complex(model.rel_static)[rows] + as_complex(model.rel_dynamic)[rows] * torch.exp(
-        1j * theta
-    ) * (1 + u)
-    return (e[h] * relation * e[t].conj()).real.sum(-1)
+    alpha = torch.sigmoid(model.speed.logit[r])[..., None]
+    omega = torch.exp(-model.spectrum.log_base * torch.arange(model.n, dtype=torch.float64) / model.n)
+    theta = alpha * torch.exp(model.spectrum.log_s) * (day[..., None] - FIRST) * omega
+    u = as_complex(model.day)[day - FIRST] if model.day is not None else 1
+    dynamic = as_complex(model.rel_dynamic)[rows] * torch.exp(1j * theta) * u
+    return (e[h] * (as_complex(model.rel_static)[rows] + dynamic) * e[t].conj()).real.sum(-1)
 
 
 def counts(history, e, rel, day, exclude=None) -> dict[int, list[float]]:
@@ -130,7 +121,7 @@ def test_scores_match_the_formula_plus_history():
 
 
 def test_without_residual_or_history_it_is_pure_functional_time():
-    model = make(history=None, day_residual=False)
+    model = make(history=None, day_table=False)
     assert model.day is None and model.history is None and model.time_regularizer() is None
     h, r, t, day = (
         torch.tensor([1, 2]),

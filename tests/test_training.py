@@ -156,7 +156,7 @@ def test_romem_complex_with_history_trains_and_reloads(tmp_path, small_kg):
         dim=32,
         init_scale=0.1,
         init_s=0.01,
-        day_residual=True,
+        day_table=True,
         history_windows=[1, 30, 365],
         pair_windows=[7],
         regularizer="modulus3",

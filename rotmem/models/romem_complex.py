@@ -9,16 +9,17 @@ f(t, r, h)`` for every relation, so "A visits B" scores as "B visits A".
 This family keeps RoMem's functional time and puts it where it cannot cancel. Per complex pair,
 with reciprocal relations for head queries (as tkbc does):
 
-``f(h, r, t | τ) = Re( Σ_j h_j · (s_rj + d_rj · e^{iθ_r(τ)_j} · (1 + u(τ)_j)) · conj(t_j) ) + H(h, r, t, τ)``
+``f(h, r, t | τ) = Re( Σ_j h_j · (s_rj + d_rj · e^{iθ_r(τ)_j} · u(τ)_j) · conj(t_j) ) + H(h, r, t, τ)``
 
 - ``θ_r(τ)_j = α_r · s · (τ − τ₀) · base^(−j/n)``: RoMem's spectrum and speeds (constant, learned
   or the Semantic Speed Gate), so any real day can be scored and static relations (α → 0) do not
   rotate;
 - ``s_r`` (static) and ``d_r`` (dynamic) relation rows, as in TNTComplEx;
-- ``u(τ)`` (``day_residual``): an optional per-day residual of the rotation, one row per day of
-  the training range, read by linear interpolation between days and, past the range, the nearest
-  end (as ``TNTComplEx.time_embedding``), kept smooth by ``time_regularizer``; zero at init, so
-  the model starts as pure functional time;
+- ``u(τ)`` (``day_table``): an optional per-day modulation of the rotation (``u = 1`` without
+  it), one row per day of the training range, read by linear interpolation between days and, past
+  the range, the nearest end (as ``TNTComplEx.time_embedding``), kept smooth by
+  ``time_regularizer``; with it the dynamic part can do what TNTComplEx's per-day table does, and
+  past the range the rotation still turns;
 - ``H`` (``history_windows``, ``pair_windows``): an optional term from the training facts
   themselves (``rotmem.models.history``): how often ``(h, r, t)`` happened, and how often ``h`` and
   ``t`` interacted in any relation, within each window of ``τ``.
@@ -44,7 +45,7 @@ class RoMemComplEx(TemporalKGE):
     """RoMem's rotation on a ComplEx/TNT backbone (module docstring); ``dim = 2n`` real coordinates.
 
     Tables: ``entity [N, 2n]``, ``rel_static``, ``rel_dynamic [2R, 2n]``, optional ``day [days, 2n]``;
-    normal init times ``init_scale``. ``facts`` (the training split) fills the history when
+    all normal init times ``init_scale``. ``facts`` (the training split) fills the history when
     ``history_windows`` or ``pair_windows`` is set; a loaded model restores it from its checkpoint.
     """
 
@@ -61,7 +62,7 @@ class RoMemComplEx(TemporalKGE):
         init_s: float = 0.01,
         init_base: float = 10000.0,
         init_scale: float = 1e-2,
-        day_residual: bool = True,
+        day_table: bool = False,
         history_windows: Sequence[int] | None = None,
         pair_windows: Sequence[int] | None = None,
         facts: torch.Tensor | None = None,
@@ -81,7 +82,7 @@ class RoMemComplEx(TemporalKGE):
             init_s=init_s,
             init_base=init_base,
             init_scale=init_scale,
-            day_residual=day_residual,
+            day_table=day_table,
             history_windows=windows,
             pair_windows=pairs,
         )
@@ -93,7 +94,7 @@ class RoMemComplEx(TemporalKGE):
         self.entity = table(num_entities)
         self.rel_static = table(2 * num_relations)
         self.rel_dynamic = table(2 * num_relations)
-        self.day = table(num_days, 0.0) if day_residual else None
+        self.day = table(num_days) if day_table else None
         self.spectrum = TemporalSpectrum(self.n, tau0=tau0, init_s=init_s, init_base=init_base)
         self.speed = RelationSpeed(num_relations, source=speed)
         self.history = None
@@ -110,7 +111,7 @@ class RoMemComplEx(TemporalKGE):
         return self.speed(r % self.num_relations)
 
     def day_embedding(self, tau: torch.Tensor) -> torch.Tensor:
-        """``u(τ) [..., 2n]``: the per-day residual, interpolated between days, clamped past the range."""
+        """``u(τ) [..., 2n]``: the per-day table, interpolated between days, clamped past the range."""
         position = (tau.double() - self.tau0).clamp(0, self.day.shape[0] - 1)
         below = position.floor().long()
         above = (below + 1).clamp(max=self.day.shape[0] - 1)
@@ -119,11 +120,11 @@ class RoMemComplEx(TemporalKGE):
         return low + weight * (high - low)
 
     def dynamic_part(self, rows: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
-        """``d_r ⊙ e^{iθ_r(τ)} ⊙ (1 + u(τ))`` for relation rows ``rows`` (``R + r`` reciprocal)."""
+        """``d_r ⊙ e^{iθ_r(τ)} ⊙ u(τ)`` for relation rows ``rows`` (``R + r`` reciprocal)."""
         theta = self.spectrum(self.alpha(rows), tau)
         turn = torch.cat([torch.cos(theta), torch.sin(theta)], dim=-1).to(self.rel_dynamic.dtype)
         if self.day is not None:
-            turn = turn + complex_product(turn, self.day_embedding(tau))
+            turn = complex_product(turn, self.day_embedding(tau))
         return complex_product(self.rel_dynamic[rows], turn)
 
     def relation_parts(
@@ -209,7 +210,7 @@ class RoMemComplEx(TemporalKGE):
         return total / (2 * facts.shape[0])
 
     def time_regularizer(self) -> torch.Tensor | None:
-        """Lambda3 smoothness of the per-day residual: ``Σ_τ |u(τ+1) − u(τ)|³ / (days − 1)``."""
+        """Lambda3 smoothness of the per-day table: ``Σ_τ |u(τ+1) − u(τ)|³ / (days − 1)``."""
         if self.day is None:
             return None
         if self.day.shape[0] < 2:
