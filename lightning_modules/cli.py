@@ -20,7 +20,8 @@ class RoMemCLI(LightningCLI):
 
 
 def run_lightning_cli(argv: list[str]) -> RoMemCLI:
-    """Run LightningCLI on ``argv`` (e.g. ``["fit", "--config", "configs/synthetic.yaml"]``)."""
+    """Run LightningCLI on ``argv`` (e.g. ``["fit", "--config", "path/to/synthetic.yaml"]``: paths;
+    ``rotmem.cli`` turns packaged config names into paths first)."""
     with mock.patch.object(sys, "argv", sys.argv[:1]):  # the arguments come from argv alone
         return RoMemCLI(
             Phase2Module,

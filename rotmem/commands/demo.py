@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+from rotmem import configs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from rotmem.data import find_dataset
 
     data = args.data or ("icews05-15" if find_dataset("icews05-15", args.data_dir) else "synthetic")
-    config = CONFIGS / ("synthetic.yaml" if data == "synthetic" else "icews05-15-cpu.yaml")
+    config = configs.resolve("synthetic" if data == "synthetic" else "icews05-15-cpu")
     argv = ["fit", "--config", str(config), "--data.dataset", data]
     argv += ["--trainer.default_root_dir", args.out, "--trainer.logger.init_args.save_dir", args.out]
     if args.data_dir:
