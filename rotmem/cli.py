@@ -10,8 +10,10 @@ import argparse
 import importlib
 import sys
 
+from rotmem.errors import UserInputError
+
 # Each module has ``register(subparsers)``, which adds its parser with ``set_defaults(run=...)``.
-COMMAND_MODULES = ["evaluate", "data", "demo", "gate", "memory"]
+COMMAND_MODULES = ["evaluate", "query", "data", "demo", "gate", "memory", "env"]
 LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test")
 
 
@@ -38,8 +40,22 @@ def resolve_configs(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; bad input (``rotmem.errors.UserInputError``: a missing or malformed file, an
+    unknown name, a bad date, a missing optional dependency) ends with its message as one line on
+    stderr and a non-zero exit code, without a traceback. Any other exception is a bug and keeps it."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return run(argv)
+    except UserInputError as error:
+        print(f"rotmem: error: {' '.join(str(error).split())}", file=sys.stderr)
+        return error.exit_code
+
+
+def run(argv: list[str]) -> int:
     if argv and argv[0] in LIGHTNING_SUBCOMMANDS:
+        from rotmem.extras import require_training
+
+        require_training(f"rotmem {argv[0]}")
         from lightning_modules.cli import run_lightning_cli
 
         run_lightning_cli(resolve_configs(argv))

@@ -80,6 +80,10 @@ def lightning_args(args: argparse.Namespace) -> list[str]:
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
+    from rotmem.extras import require, require_training
+
+    require_training("rotmem gate pretrain")
+    require("sentence_transformers", "rotmem gate pretrain (the relation encoder)")
     from lightning_modules.phase1_gate import (
         TRAINER_DEFAULTS,
         GateCLI,

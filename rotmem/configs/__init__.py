@@ -12,6 +12,8 @@ import contextlib
 import importlib.resources
 from pathlib import Path
 
+from rotmem.errors import InputFileNotFoundError
+
 _EXTRACTED = contextlib.ExitStack()  # packaged files extracted to disk (only for zipped installs)
 atexit.register(_EXTRACTED.close)
 
@@ -24,7 +26,7 @@ def names() -> list[str]:
 
 def resolve(config: str | Path) -> Path:
     """A config file's path: ``config`` itself when that file exists, else the packaged config of that
-    name (``"synthetic"`` or ``"synthetic.yaml"``). Neither: ``FileNotFoundError`` naming both."""
+    name (``"synthetic"`` or ``"synthetic.yaml"``). Neither: ``InputFileNotFoundError``."""
     path = Path(config).expanduser()
     if path.is_file():
         return path
@@ -34,6 +36,6 @@ def resolve(config: str | Path) -> Path:
     bare = str(config) in (name, name.removesuffix(".yaml")) or path.parent.name == "configs"
     if bare and packaged.is_file():
         return _EXTRACTED.enter_context(importlib.resources.as_file(packaged))
-    raise FileNotFoundError(
+    raise InputFileNotFoundError(
         f"config {str(config)!r}: no such file, and not a packaged config (one of: {', '.join(names())})"
     )

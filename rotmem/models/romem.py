@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,11 +10,17 @@ import torch
 from torch import nn
 
 from rotmem import ops
+from rotmem.errors import UnknownNameError
 from rotmem.models.spectrum import TemporalSpectrum
 from rotmem.models.speeds import RelationSpeed
 from rotmem.ops.table_grad import gather_rows
 
 BACKBONES = ("chronor", "distmult")
+# Beyond this many days from tau0 a float32 angle alpha * s * (tau - tau0) * omega keeps fewer than
+# 2^24 / 8192 = 2048 steps per radian at s = 1 rad/day: about 5e-4 rad of rounding, against the
+# per-day rotation it has to resolve. A tau0 within the data (Phase 2: the first training day)
+# keeps ICEWS05-15's 4017 days below it; tau0 = 0 puts its days 12,784-16,800 above it.
+FLOAT32_DAY_RANGE = 8192.0
 
 
 def complex_dims(dim: int, k: int) -> int:
@@ -78,6 +85,7 @@ class RoMem(nn.Module):
         self.speed = RelationSpeed(num_relations, source=speed)
         self.entities: list[str] | None = None
         self.relations: list[str] | None = None
+        self._days_checked = False
 
     @property
     def num_entities(self) -> int:
@@ -97,10 +105,28 @@ class RoMem(nn.Module):
         return self.spectrum(self.alpha(r), as_days(tau, r))
 
     # --- queries ----------------------------------------------------------------------------
+    def check_day_range(self, tau: torch.Tensor) -> None:
+        """Warn (once per model) when float32 angles are asked for days far from tau0."""
+        if self._days_checked or torch.compiler.is_compiling() or tau.numel() == 0:
+            return
+        self._days_checked = True
+        if torch.promote_types(self.entity.dtype, torch.float32) != torch.float32:
+            return  # float64 angles
+        far = float((tau.detach().double() - self.tau0).abs().max())
+        if far > FLOAT32_DAY_RANGE:
+            warnings.warn(
+                f"RoMem: days up to {far:,.0f} from tau0={self.tau0:g}; float32 angles there carry about "
+                f"{far * 2**-24:.1e} x s rad of rounding. Set tau0 to a day near the data "
+                f"(RoMem(..., tau0=kg.first_day); Phase 2 does), or use float64.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
     def _query(
         self, e: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float, sparse_grad: bool = False
     ) -> torch.Tensor:
         # Days stay at least float32: bfloat16 rounds days near 16,000 to 64-day steps.
+        self.check_day_range(as_days(tau, r))
         return ops.unrotated_query_indexed(
             self.entity,
             self.w,
@@ -159,6 +185,7 @@ class RoMem(nn.Module):
         ``sparse_grad``: the entity table's gradient is sparse (``rotmem.ops.table_grad``).
         """
         tau = as_days(tau, r)
+        self.check_day_range(tau)
         e_h, e_t = gather_rows(self.entity, h, sparse_grad), gather_rows(self.entity, t, sparse_grad)
         alpha, rel = self.alpha(r), self.relation_vector(r)
         if tau.dim() == r.dim() + 1:  # several times per fact
@@ -184,11 +211,11 @@ class RoMem(nn.Module):
         self._relation_ids = {r: i for i, r in enumerate(self.relations)}
 
     def entity_ids(self, names: Sequence[str]) -> torch.Tensor:
-        """Ids of entity strings; a KeyError names every unknown one."""
+        """Ids of entity strings; an ``UnknownNameError`` (a KeyError) names every unknown one."""
         return self._ids(names, ("entity", "entities"), getattr(self, "_entity_ids", None))
 
     def relation_ids(self, names: Sequence[str]) -> torch.Tensor:
-        """Ids of relation strings; a KeyError names every unknown one."""
+        """Ids of relation strings; an ``UnknownNameError`` (a KeyError) names every unknown one."""
         return self._ids(names, ("relation", "relations"), getattr(self, "_relation_ids", None))
 
     def _ids(self, names: Sequence[str], kind: tuple[str, str], table: dict[str, int] | None) -> torch.Tensor:
@@ -196,7 +223,7 @@ class RoMem(nn.Module):
             raise RuntimeError("this model has no vocabulary; load it with rotmem.load_model")
         unknown = [name for name in names if name not in table]
         if unknown:
-            raise KeyError(f"unknown {kind[len(unknown) > 1]}: {unknown}")
+            raise UnknownNameError(f"unknown {kind[len(unknown) > 1]}: {unknown}")
         return torch.tensor([table[name] for name in names], device=self.entity.device)
 
     # --- persistence ------------------------------------------------------------------------
