@@ -7,8 +7,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from lightning_modules.resumable_loader import ResumableLoader
-from rotmem.data import TemporalKG, load_dataset
-from rotmem.data.negatives import SlotIndex, conflict_aware_negatives, negative_times
+from rotmem.data import TemporalKG, load_dataset, split_by_time
+from rotmem.data.negatives import SlotDays, SlotIndex, conflict_aware_negatives, negative_times
 
 
 class TemporalKGDataModule(pl.LightningDataModule):
@@ -17,7 +17,8 @@ class TemporalKGDataModule(pl.LightningDataModule):
     A training batch is a dict: ``facts [B, 4]`` int64 ``(h, r, t, day)``, ``negative_days [B, J]``
     float64 (``J = num_negative_times``; J = 0 disables), and, when ``num_negative_entities > 0``,
     ``negative_tails``/``negative_heads [B, K]`` (conflict-aware). Validation/test batches are
-    ``facts`` of the valid/test split.
+    ``facts`` of the valid/test split. ``time_split=(valid_from, test_from)`` re-splits the graph by
+    date for temporal extrapolation (``rotmem.data.split_by_time``).
     """
 
     def __init__(
@@ -31,13 +32,17 @@ class TemporalKGDataModule(pl.LightningDataModule):
         far_negative_days: float = 365.0,
         num_negative_entities: int = 0,
         seed: int = 0,
+        time_split: tuple[str, str] | None = None,
         kg: TemporalKG | None = None,
     ):
         super().__init__()
         self.save_hyperparameters(ignore=["kg"])
         self.kg = kg if kg is not None else load_dataset(dataset, data_dir)
+        if time_split is not None:
+            self.kg, _ = split_by_time(self.kg, *time_split)
         self.tail_slots = SlotIndex(self.kg.train, self.kg.num_relations, "tail")
         self.head_slots = SlotIndex(self.kg.train, self.kg.num_relations, "head")
+        self.slot_days = SlotDays(self.kg.train, self.kg.num_relations)
         days = self.kg.train[:, 3]
         self.day_range = (int(days.min()), int(days.max()))
         self.generator = torch.Generator().manual_seed(seed)
@@ -55,13 +60,19 @@ class TemporalKGDataModule(pl.LightningDataModule):
         """Reference day: the first day of the training split."""
         return float(self.kg.first_day)
 
+    @property
+    def num_days(self) -> int:
+        """Days from the first to the last day of the training split, both included."""
+        days = self.kg.train[:, 3]
+        return int(days.max()) - int(days.min()) + 1
+
     def make_batch(self, indices: list[int]) -> dict[str, torch.Tensor]:
         hp = self.hparams
         facts = self.kg.train[torch.as_tensor(indices)]
         batch = {"facts": facts}
         if hp.num_negative_times > 0:
             batch["negative_days"] = negative_times(
-                self.tail_slots,
+                self.slot_days,
                 facts,
                 hp.num_negative_times,
                 self.generator,

@@ -10,23 +10,30 @@ import pytorch_lightning as pl
 import torch
 
 from rotmem.evaluation.filters import FILTERS
-from rotmem.evaluation.ranking import TIE_RULES, answer_filters, batch_ranks, metrics_from_ranks
+from rotmem.evaluation.ranking import DEFAULT_TIE, answer_filters, batch_ranks, metrics_from_ranks
 from rotmem.losses import (
     embedding_regularizer,
     one_vs_all_loss,
     self_adversarial_loss,
     time_contrastive_loss,
 )
-from rotmem.models.romem import RoMem
+from rotmem.models import build_model
 
 LOSSES = ("1vsall", "self_adversarial")
 
 
 class Phase2Module(pl.LightningModule):
-    """``L = ½(CE_tail + CE_head) + λ·N3 + λ_t·L_time`` (or the self-adversarial loss for DistMult).
+    """``L = ½(CE_tail + CE_head) + λ·N3 + λ_t·L_time + λ_s·smoothness`` (or the self-adversarial
+    loss for DistMult), for any model family (``rotmem.models.FAMILIES``).
 
-    Validation and test log filtered MRR and Hits@k under both filters (``val/time-aware/mrr`` is
-    the checkpoint metric). ``speed="gate"`` reads per-relation speeds from ``gate_path`` once.
+    ``family="romem"`` (the paper's model) reads ``dim, k, backbone, speed, gate_path, init_scale,
+    init_s, init_base``; ``family="tntcomplex"`` reads ``dim`` (``2 · rank``), ``init_scale`` and
+    ``num_days`` (its per-day table spans the training days from ``tau0``), and its Lambda3
+    smoothness is weighted by ``smoothness_weight`` (tkbc's ``time_reg``).
+
+    Validation and test log filtered MRR and Hits@k under both filters and the three tie rules
+    (``val/time-aware/mrr``, realistic ties, is the checkpoint metric; ``val/time-aware/pessimistic/mrr``
+    and ``.../optimistic/mrr`` beside it). ``speed="gate"`` reads per-relation speeds from ``gate_path`` once.
     """
 
     def __init__(
@@ -34,6 +41,8 @@ class Phase2Module(pl.LightningModule):
         num_entities: int,
         num_relations: int,
         tau0: float = 0.0,
+        num_days: int = 1,
+        family: str = "romem",
         dim: int = 500,
         k: int = 3,
         backbone: str = "chronor",
@@ -47,6 +56,7 @@ class Phase2Module(pl.LightningModule):
         regularizer: str = "l4",
         regularizer_weight: float = 0.01,
         time_weight: float = 0.5,
+        smoothness_weight: float = 0.0,
         sigma_years: float = 0.5,
         sigma_final_years: float | None = None,
         optimizer: str = "adagrad",
@@ -60,17 +70,19 @@ class Phase2Module(pl.LightningModule):
         gate_path = str(Path(gate_path).expanduser()) if gate_path else None
         self.save_hyperparameters()
         self.hparams.gate_path = gate_path
-        self.model = RoMem(
-            num_entities,
-            num_relations,
+        if family == "romem":
+            family_args = dict(
+                k=k, backbone=backbone, speed=speed, tau0=tau0, init_s=init_s, init_base=init_base
+            )
+        else:
+            family_args = dict(first_day=int(tau0), num_days=num_days)
+        self.model = build_model(
+            family,
+            num_entities=num_entities,
+            num_relations=num_relations,
             dim=dim,
-            k=k,
-            backbone=backbone,
-            speed=speed,
             init_scale=init_scale,
-            tau0=tau0,
-            init_s=init_s,
-            init_base=init_base,
+            **family_args,
         )
         self._ranks: dict[tuple[str, str], list[torch.Tensor]] = {}
 
@@ -83,7 +95,7 @@ class Phase2Module(pl.LightningModule):
         kg = self.kg
         if self.model.entities is None:
             self.model.set_vocabulary(kg.entities, kg.relations)
-        if self.hparams.speed == "gate" and stage == "fit":
+        if self.hparams.family == "romem" and self.hparams.speed == "gate" and stage == "fit":
             from rotmem.gate import relation_speeds
 
             if not Path(self.hparams.gate_path).is_file():
@@ -127,6 +139,10 @@ class Phase2Module(pl.LightningModule):
             )
             loss = loss + hp.time_weight * time_loss
             logs["train/time"] = time_loss
+        smoothness = self.model.time_regularizer()
+        if hp.smoothness_weight > 0 and smoothness is not None:
+            loss = loss + hp.smoothness_weight * smoothness
+            logs["train/smoothness"] = smoothness
         logs["train/loss"] = loss
         self.log_dict(logs, prog_bar=False, on_step=True, on_epoch=True, batch_size=facts.shape[0])
         self.log("loss", loss, prog_bar=True, logger=False, batch_size=facts.shape[0])
@@ -141,8 +157,9 @@ class Phase2Module(pl.LightningModule):
         raise ValueError(f"unknown optimizer {name!r}; expected 'adagrad' or 'adam'")
 
     # --- evaluation -------------------------------------------------------------------------
-    def _rank_step(self, facts: torch.Tensor) -> None:
-        ranks = batch_ranks(self.model, facts, answer_filters(self.kg, FILTERS), FILTERS)
+    def _rank_step(self, facts: torch.Tensor, split: str, batch_idx: int) -> None:
+        where = f"{split} split, batch {batch_idx}"
+        ranks = batch_ranks(self.model, facts, answer_filters(self.kg, FILTERS), FILTERS, where)
         for key, value in ranks.items():
             self._ranks.setdefault(key, []).append(value)
 
@@ -150,7 +167,7 @@ class Phase2Module(pl.LightningModule):
         flat = {}
         for (kind, tie), parts in self._ranks.items():
             metrics = metrics_from_ranks(torch.cat(parts))
-            name = f"{prefix}/{kind}" if tie == TIE_RULES[0] else f"{prefix}/{kind}/{tie}"
+            name = f"{prefix}/{kind}" if tie == DEFAULT_TIE else f"{prefix}/{kind}/{tie}"
             flat.update({f"{name}/{metric}": value for metric, value in metrics.items()})
         self._ranks = {}
         self.log_dict(flat, prog_bar=False)
@@ -158,14 +175,14 @@ class Phase2Module(pl.LightningModule):
         return flat
 
     def validation_step(self, facts: torch.Tensor, batch_idx: int) -> None:
-        self._rank_step(facts)
+        self._rank_step(facts, "valid", batch_idx)
 
     def on_validation_epoch_end(self) -> None:
         if self._ranks:
             self._log_ranks("val")
 
     def test_step(self, facts: torch.Tensor, batch_idx: int) -> None:
-        self._rank_step(facts)
+        self._rank_step(facts, "test", batch_idx)
 
     def on_test_epoch_end(self) -> None:
         if self._ranks:

@@ -1,4 +1,4 @@
-"""Loading a trained RoMem from a training checkpoint or a ``RoMem.save`` file."""
+"""Loading a trained model (any family) from a training checkpoint or a ``.save`` file."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ from pathlib import Path
 import torch
 
 from rotmem.errors import BadCheckpointError, InputFileNotFoundError, describe
+from rotmem.models.base import TemporalKGE
 from rotmem.models.romem import RoMem
+from rotmem.models.tntcomplex import TNTComplEx
+
+FAMILIES: dict[str, type[TemporalKGE]] = {cls.family: cls for cls in (RoMem, TNTComplEx)}
 
 STATE_PREFIX = "model."  # the LightningModule keeps the RoMem at attribute ``model``
 # Classes a rotmem checkpoint may hold beyond tensors and plain containers, allowed to unpickle.
@@ -16,8 +20,15 @@ STATE_PREFIX = "model."  # the LightningModule keeps the RoMem at attribute ``mo
 SAFE_GLOBALS: list = []
 
 
-def load_model(checkpoint_path: str | Path, map_location: str | torch.device = "cpu") -> RoMem:
-    """A trained ``RoMem`` with its vocabulary and reference day tau0, in eval mode.
+def build_model(family: str, **config) -> TemporalKGE:
+    """A new model of ``family`` (``"romem"``, ``"tntcomplex"``) from its constructor's arguments."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r}; expected one of {sorted(FAMILIES)}")
+    return FAMILIES[family](**config)
+
+
+def load_model(checkpoint_path: str | Path, map_location: str | torch.device = "cpu") -> TemporalKGE:
+    """A trained model (``RoMem`` or another family) with its vocabulary, in eval mode.
 
     The file is read with ``torch.load(weights_only=True)``: a checkpoint that would run code when
     unpickled (any class not in ``SAFE_GLOBALS``) is refused with ``BadCheckpointError``, as is a file
@@ -36,7 +47,11 @@ def load_model(checkpoint_path: str | Path, map_location: str | torch.device = "
             f"{path}: not a rotmem checkpoint (no 'rotmem' entry: write one with `rotmem fit` or RoMem.save)"
         )
     payload = checkpoint["rotmem"]
-    model = RoMem(**payload["config"])
+    config = dict(payload["config"])
+    try:
+        model = build_model(config.pop("family", RoMem.family), **config)
+    except (TypeError, ValueError) as error:  # a family or argument this version does not know
+        raise BadCheckpointError(f"{path}: cannot build its model ({describe(error)})") from None
     state = checkpoint["state_dict"]
     if any(key.startswith(STATE_PREFIX) for key in state):
         state = {k[len(STATE_PREFIX) :]: v for k, v in state.items() if k.startswith(STATE_PREFIX)}
