@@ -6,7 +6,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from lightning_modules.resumable_loader import ResumableLoader
+from lightning_modules.resumable_loader import ResumableDataLoader
 from rotmem.data import TemporalKG, load_dataset, split_by_time
 from rotmem.data.negatives import SlotDays, SlotIndex, conflict_aware_negatives, negative_times
 
@@ -87,15 +87,14 @@ class TemporalKGDataModule(pl.LightningDataModule):
             batch["negative_heads"] = conflict_aware_negatives(self.head_slots, t, r, h, k, n, g)
         return batch
 
-    def train_dataloader(self) -> ResumableLoader:
-        loader = DataLoader(
+    def train_dataloader(self) -> DataLoader:
+        return ResumableDataLoader(  # a DataLoader whose mid-epoch checkpoints resume exactly
             range(self.kg.train.shape[0]),
             batch_size=self.hparams.batch_size,
             shuffle=True,
             collate_fn=self.make_batch,
             generator=self.generator,
         )
-        return ResumableLoader(loader, self.generator)  # mid-epoch checkpoints resume exactly
 
     def _eval_loader(self, split: torch.Tensor) -> DataLoader:
         return DataLoader(

@@ -18,6 +18,7 @@ import torch
 from pytorch_lightning.callbacks import Callback
 
 from lightning_modules.cli import run_lightning_cli
+from lightning_modules.resumable_loader import ResumableDataLoader
 from rotmem import evaluate, load_model
 from rotmem.data import synthetic_kg
 
@@ -84,3 +85,33 @@ def test_ckpt_path_last_with_nothing_to_resume_starts_fresh(tmp_path):
     """As in Lightning: a restart script can always pass --ckpt_path last (it warns and starts at 0)."""
     with pytest.warns(UserWarning, match="no last checkpoint available"):
         fit(tmp_path, "--ckpt_path", "last", "--trainer.max_steps", "1")
+
+
+def loader(seed: int = 0) -> ResumableDataLoader:
+    """10 shuffled items in batches of 3, each batch with a draw from the same generator (a negative)."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def collate(items):
+        return torch.tensor(items), torch.rand(2, generator=generator)
+
+    return ResumableDataLoader(range(10), batch_size=3, shuffle=True, collate_fn=collate, generator=generator)
+
+
+def as_lists(batches) -> list:
+    return [(items.tolist(), noise.tolist()) for items, noise in batches]
+
+
+def test_the_loader_resumes_mid_epoch_and_after_an_epoch_on_the_same_batches():
+    straight = loader()
+    epochs = [as_lists(straight), as_lists(straight)]
+    first = loader()
+    batches = iter(first)
+    seen = as_lists([next(batches), next(batches)])
+    state = first.state_dict()  # two of four batches handed out
+    resumed = loader(seed=123)  # a new process: its generator is overwritten by the state
+    resumed.load_state_dict(state)
+    assert seen + as_lists(resumed) == epochs[0]
+    end = resumed.state_dict()  # the epoch is over: the next starts from the generator now
+    again = loader(seed=7)
+    again.load_state_dict(end)
+    assert as_lists(again) == epochs[1]
