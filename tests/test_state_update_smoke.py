@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from benchmarks.state_update import CONFIGS, Item, gold_labelled, gold_present, main
-from benchmarks.state_update_data import OCCUPATION, RESIDENCE, generate
-from benchmarks.state_update_reader import LabelAwareReader, build_prompt
+from benchmarks.state_update.data import OCCUPATION, RESIDENCE, generate
+from benchmarks.state_update.reader import LabelAwareReader
 from rotmem.data import day_of
 from rotmem.memory.verification import object_span
 
@@ -89,7 +89,7 @@ TEM_EVIDENCE = (
     ],
 )
 def test_reader_uses_labels_and_order(question: str, answer: str) -> None:
-    assert _reader()(build_prompt(TEM_EVIDENCE, question)) == answer
+    assert _reader()(question, TEM_EVIDENCE) == answer
 
 
 def test_reader_uses_dates_and_relative_expressions_in_turns() -> None:
@@ -99,12 +99,10 @@ def test_reader_uses_dates_and_relative_expressions_in_turns() -> None:
         "Ana Silva: I finally moved to Madrid."
     )
     reader = _reader()
-    assert reader(build_prompt(evidence, "Where does Ana Silva live now?")) == "Madrid"
-    assert reader(build_prompt(evidence, "Where did Ana Silva live in March 2019?")) == "Lisbon"
-    assert reader(build_prompt(evidence, "Where did Ana Silva live in May 2019?")) == "Porto"
-    assert reader(build_prompt("", "Where does Ana Silva live now?")) == "unknown"
-    with pytest.raises(ValueError, match="build_prompt"):
-        reader("no sections here")
+    assert reader("Where does Ana Silva live now?", evidence) == "Madrid"
+    assert reader("Where did Ana Silva live in March 2019?", evidence) == "Lisbon"
+    assert reader("Where did Ana Silva live in May 2019?", evidence) == "Porto"
+    assert reader("Where does Ana Silva live now?", "") == "unknown"
 
 
 def test_gold_metrics_on_hand_made_evidence(bench) -> None:

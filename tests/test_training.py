@@ -143,3 +143,31 @@ def test_tntcomplex_trains_through_the_same_module_and_checkpoint(tmp_path, smal
     assert type(loaded).__name__ == "TNTComplEx" and loaded.time.shape[0] == data.num_days
     h, r, day = small_kg.test[:20, 0], small_kg.test[:20, 1], small_kg.test[:20, 3]
     torch.testing.assert_close(loaded.score_tails(h, r, day), module.model.eval().score_tails(h, r, day))
+
+
+def test_romem_complex_with_history_trains_and_reloads(tmp_path, small_kg):
+    data = TemporalKGDataModule(kg=small_kg, batch_size=256, num_negative_times=0)
+    module = Phase2Module(
+        data.num_entities,
+        data.num_relations,
+        data.tau0,
+        num_days=data.num_days,
+        family="romem-complex",
+        dim=32,
+        init_scale=0.1,
+        init_s=0.01,
+        day_residual=True,
+        history_windows=[1, 30, 365],
+        pair_windows=[7],
+        regularizer="modulus3",
+        regularizer_weight=1e-3,
+        smoothness_weight=1.0,
+        time_weight=0.0,
+    )
+    fit = trainer(tmp_path, epochs=3)
+    fit.fit(module, datamodule=data)
+    assert not module.model.history.is_empty  # indexed from the training split at setup
+    assert evaluate(module.model, small_kg, "valid")["mrr"] > 0.3
+    loaded = load_model(fit.checkpoint_callback.best_model_path)
+    h, r, day = small_kg.test[:20, 0], small_kg.test[:20, 1], small_kg.test[:20, 3]
+    torch.testing.assert_close(loaded.score_tails(h, r, day), module.model.eval().score_tails(h, r, day))

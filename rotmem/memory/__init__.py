@@ -9,11 +9,12 @@ s1: Alice moved to Berlin
 """
 
 from rotmem.memory.encoder import HashingEncoder, SentenceEncoder, TextEncoder
+from rotmem.memory.online_fit import FitConfig
 from rotmem.memory.records import DroppedFact, DuplicateSessionError, Passage, Record, Session, SessionResult
 from rotmem.memory.relation_weights import DEFAULT_SYNONYMS, DEFAULT_WEIGHTS, RelationWeights
 from rotmem.memory.render import render
-from rotmem.memory.store import TEMStore
-from rotmem.memory.temporal import FitConfig, TemporalMemory
+from rotmem.memory.tem_store import TEMStore
+from rotmem.memory.temporal_memory import TemporalMemory
 
 __all__ = [
     "DEFAULT_SYNONYMS",

@@ -23,6 +23,10 @@ Recognised (case-insensitive; the leftmost, longest match wins where expressions
 A calendar date that does not exist (``Feb 30, 2012``) is not a day; the year inside it is still
 read. ``may`` names the month in ``last May`` / ``in May`` only when capitalised (else it is a verb).
 
+``happened_day`` dates a fact told on a day from the sentence of the session text that holds its
+object ("I moved to Porto two months ago" -> two months before the session; an interval such as
+"last year" -> its middle day).
+
 Query modes (ROMEM.md, "Query time"): *time-seeking* when the question asks for a time ("When did
 ...", "What year ...", "In which month ...", "How long ago ..."; this wins over a date in the same
 question), *explicit* when it names a time, *time-agnostic* otherwise.
@@ -32,11 +36,13 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
 
 from rotmem.data.temporal_kg import date_of, day_of
+from rotmem.memory.verification import object_span
 
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 
@@ -128,6 +134,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("year", _ci(rf"\b(?P<y>{_YEAR})\b")),
 ]
 
+_SENTENCE_END = re.compile(r"[.!?;\n]")
 _TIME_SEEKING = re.compile(
     r"^\W*(?:(?:and|so|but|then)\s+)?"
     r"(?:when\b|since\s+when\b|how\s+long\s+ago\b"
@@ -332,3 +339,19 @@ def query_mode(question: str, reference_day: int | str | dt.date) -> TimeQuery:
     if span is not None:
         return TimeQuery(QueryMode.EXPLICIT, span)
     return TimeQuery(QueryMode.TIME_AGNOSTIC)
+
+
+def happened_day(obj: str, text: str | None, t_obs: float) -> float:
+    """``t_happen`` of a fact told on day ``t_obs`` whose object is ``obj``: the first time
+    expression in the sentence of ``text`` holding ``obj``, resolved against ``t_obs`` (its middle
+    day, floored, for a span); ``t_obs`` when there is no text, no such sentence or no expression."""
+    if not text:
+        return float(t_obs)
+    span = object_span(obj, text)
+    if span is None:
+        return float(t_obs)
+    start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, span[0])), default=0)
+    end_match = _SENTENCE_END.search(text, span[1])
+    sentence = text[start : end_match.start() if end_match else len(text)]
+    found = extract_time(sentence, int(t_obs))
+    return float(t_obs) if found is None else float(math.floor(found.midpoint))

@@ -3,6 +3,7 @@
 from rotmem.models.base import TemporalKGE
 from rotmem.models.checkpoint import FAMILIES, build_model, load_model
 from rotmem.models.romem import RoMem, complex_dims
+from rotmem.models.romem_complex import RoMemComplEx
 from rotmem.models.spectrum import TemporalSpectrum
 from rotmem.models.speeds import RelationSpeed
 from rotmem.models.tntcomplex import TNTComplEx
@@ -11,6 +12,7 @@ __all__ = [
     "FAMILIES",
     "RelationSpeed",
     "RoMem",
+    "RoMemComplEx",
     "TNTComplEx",
     "TemporalKGE",
     "TemporalSpectrum",

@@ -9,9 +9,10 @@ import torch
 from rotmem.errors import BadCheckpointError, InputFileNotFoundError, describe
 from rotmem.models.base import TemporalKGE
 from rotmem.models.romem import RoMem
+from rotmem.models.romem_complex import RoMemComplEx
 from rotmem.models.tntcomplex import TNTComplEx
 
-FAMILIES: dict[str, type[TemporalKGE]] = {cls.family: cls for cls in (RoMem, TNTComplEx)}
+FAMILIES: dict[str, type[TemporalKGE]] = {cls.family: cls for cls in (RoMem, RoMemComplEx, TNTComplEx)}
 
 STATE_PREFIX = "model."  # the LightningModule keeps the RoMem at attribute ``model``
 # Classes a rotmem checkpoint may hold beyond tensors and plain containers, allowed to unpickle.
@@ -21,7 +22,8 @@ SAFE_GLOBALS: list = []
 
 
 def build_model(family: str, **config) -> TemporalKGE:
-    """A new model of ``family`` (``"romem"``, ``"tntcomplex"``) from its constructor's arguments."""
+    """A new model of ``family`` (``"romem"``, ``"romem-complex"``, ``"tntcomplex"``) from its
+    constructor's arguments."""
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}; expected one of {sorted(FAMILIES)}")
     return FAMILIES[family](**config)

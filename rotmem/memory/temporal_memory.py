@@ -3,15 +3,17 @@
 Facts are the store's records plus their times: ``(h, r, t, t_happen, t_obs, source)`` with
 ``t_happen`` the day the fact became true, ``t_obs`` the day it was told (the session's date) and
 ``source`` the session id; all days are days since 1970-01-01. They live append-only in the table
-``temporal_facts`` of the store's own SQLite database (same file, same connection), keyed by the
-store's record id. A session's records and their times are written in one transaction (the
-store's ``before_commit`` hook): both land or neither does. Records written to the store directly
-(not through this class) have no times: they are ranked on similarity alone and left out of ``fit``.
+``temporal_facts`` of the store's own database (``rotmem.memory.database``: same file, same
+connection), keyed by the store's record id; each session's date goes to ``session_dates``. A
+session's records and their times are written in one transaction (the store's ``before_commit``
+hook): both land or neither does. Records written to the store directly (not through this class)
+have no times: they are ranked on similarity alone and left out of ``fit``.
 
-``t_happen`` is given with a fact or read from the session text: the first time expression
-(``rotmem.memory.time_expressions``) in the sentence holding the fact's object, resolved against
-the session date ("I moved to Porto two months ago" -> two months before the session; an interval
-such as "last year" -> its middle day). Without one, ``t_happen = t_obs``.
+``t_happen`` is given with a fact or read from the session text
+(``rotmem.memory.time_expressions.happened_day``). Without one, ``t_happen = t_obs``.
+
+Facts may also come from an extractor (``rotmem.memory.llm.FactExtractor``, e.g. an LLM): a session
+added with ``facts=None`` and a ``text`` is handed to the memory's ``extractor``.
 
 Read path for a question asked on day ``now``:
 
@@ -27,47 +29,32 @@ Read path for a question asked on day ``now``:
 4. ``S_final = S_sem * (1 + alpha_g * S_kge)`` with ``alpha_g = 0.3``; the top ``k`` by ``S_final``
    are returned in source order.
 
-``fit`` is the online Phase 2: it builds an in-memory ``TemporalKG`` from the stored facts (each at
-its ``t_happen``) and trains a small RoMem with ``lightning_modules.phase2.Phase2Module``; the
-relation speeds stay frozen: alpha = 1 (no gate), a mapping relation -> alpha, or a Semantic Speed
-Gate file (``rotmem.gate.relation_speeds``).
+``fit`` is the online Phase 2 (``rotmem.memory.online_fit``): it builds an in-memory ``TemporalKG``
+from the stored facts (each at its ``t_happen``) and trains a small RoMem; the relation speeds stay
+frozen: alpha = 1 (no gate), a mapping relation -> alpha, or a Semantic Speed Gate file
+(``rotmem.gate.relation_speeds``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import math
-import re
-import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from rotmem.data import TemporalKG, date_of
-from rotmem.memory.records import Record, SessionResult
+from rotmem.memory.llm import FactExtractor, Reader, extract_facts
+from rotmem.memory.online_fit import FitConfig, fit_romem
+from rotmem.memory.records import ExtractedFact, Record, SessionResult
 from rotmem.memory.render import render as render_items
-from rotmem.memory.store import TEMStore
-from rotmem.memory.time_expressions import QueryMode, TimeQuery, as_day, extract_time, query_mode
-from rotmem.memory.verification import object_span
+from rotmem.memory.tem_store import TEMStore
+from rotmem.memory.time_expressions import QueryMode, TimeQuery, as_day, happened_day, query_mode
 from rotmem.models import RoMem
 
 ALPHA_G = 0.3
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS temporal_facts (
-    record_id INTEGER PRIMARY KEY,
-    head TEXT NOT NULL,
-    relation TEXT NOT NULL,
-    tail TEXT NOT NULL,
-    t_happen REAL NOT NULL,
-    t_obs REAL NOT NULL,
-    source TEXT NOT NULL
-)
-"""
-_SENTENCE_END = re.compile(r"[.!?;\n]")
 Day = int | float | str
 
 
@@ -100,31 +87,6 @@ class TemporalRecord:
     tau: float | None
 
 
-@dataclass
-class FitConfig:
-    """Online Phase-2 settings (``Phase2Module`` / ``TemporalKGDataModule`` arguments).
-
-    A memory holds a few years of facts, so the default rotation is slow (``init_s = 0.001``
-    rad/day: the fastest component turns once in about 17 years) and the model small.
-    """
-
-    dim: int = 64
-    k: int = 1
-    backbone: str = "chronor"
-    init_scale: float = 0.4
-    init_s: float = 0.001
-    optimizer: str = "adagrad"
-    lr: float = 0.1
-    epochs: int = 100
-    batch_size: int = 256
-    regularizer_weight: float = 0.01
-    time_weight: float = 0.5
-    sigma_years: float = 0.5
-    num_negative_times: int = 4
-    seed: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 def _happen_day(value: Any, where: str) -> float:
     """A given ``t_happen`` as float days, or a ValueError naming the fact."""
     try:
@@ -138,31 +100,18 @@ def _happen_day(value: Any, where: str) -> float:
     return float(day)
 
 
-def happened_day(obj: str, text: str | None, t_obs: float) -> float:
-    """``t_happen`` of a fact told on ``t_obs`` whose object is ``obj`` (see the module docs)."""
-    if not text:
-        return float(t_obs)
-    span = object_span(obj, text)
-    if span is None:
-        return float(t_obs)
-    start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, span[0])), default=0)
-    end_match = _SENTENCE_END.search(text, span[1])
-    sentence = text[start : end_match.start() if end_match else len(text)]
-    found = extract_time(sentence, int(t_obs))
-    return float(t_obs) if found is None else float(math.floor(found.midpoint))
-
-
 class TemporalMemory:
     """RoMem time-aware retrieval on top of a ``TEMStore`` (see the module docs).
 
     Args:
         path: the SQLite file (or ``":memory:"``) when no ``store`` is given.
         encoder: the store's text encoder when no ``store`` is given.
-        store: an open ``TEMStore`` to extend (its database gets the ``temporal_facts`` table).
+        store: an open ``TEMStore`` to extend.
         alpha_g: the weight of the temporal stream in ``S_sem * (1 + alpha_g * S_kge)``.
         candidates: how many records the semantic stream hands to the re-ranker.
         speeds: relation speeds for ``fit``: None (alpha = 1 for every relation), a mapping
             relation -> alpha (missing relations get 1), or the path of a saved Semantic Speed Gate.
+        extractor: a ``FactExtractor`` for sessions added with ``facts=None`` (module docs).
         store_options: more ``TEMStore`` arguments when no ``store`` is given.
     """
 
@@ -175,6 +124,7 @@ class TemporalMemory:
         alpha_g: float = ALPHA_G,
         candidates: int = 50,
         speeds: Mapping[str, float] | str | Path | None = None,
+        extractor: FactExtractor | None = None,
         **store_options: Any,
     ):
         if store is not None and (encoder is not None or store_options or path != ":memory:"):
@@ -185,29 +135,31 @@ class TemporalMemory:
             raise ValueError(f"candidates must be a positive integer, got {candidates!r}")
         self.store = store if store is not None else TEMStore(path, encoder, **store_options)
         self.alpha_g, self.candidates, self.speeds = float(alpha_g), candidates, speeds
+        self.extractor = extractor
         self.model: RoMem | None = None
         self._entity_ids: dict[str, int] = {}
         self._relation_ids: dict[str, int] = {}
-        with self.store.db.transaction() as connection:
-            connection.execute(_SCHEMA)
 
     # --- writes -----------------------------------------------------------------------------
     def add_session(
         self,
         session_id: str,
-        facts: Sequence[Sequence[Any]] = (),
+        facts: Sequence[Sequence[Any] | ExtractedFact] | None = (),
         *,
         date: Day,
         text: str | None = None,
         session_index: int | None = None,
         turns: Sequence[str] | None = None,
         summaries: str | Sequence[str] = (),
+        turn_ids: Sequence[str] | None = None,
     ) -> SessionResult:
         """Append one session told on ``date`` (a day number or ``"YYYY-MM-DD"``).
 
-        ``facts`` are ``(subject, relation, object)`` or ``(subject, relation, object, t_happen)``
-        with ``t_happen`` a day, a date string or None (then read from ``text``, see module docs).
-        The other arguments go to ``TEMStore.add_session``; facts it drops are not timed either.
+        ``facts`` are ``(subject, relation, object)``, ``(subject, relation, object, t_happen)``
+        or ``ExtractedFact`` items, with ``t_happen`` a day, a date string or None (then read from
+        ``text``, see module docs). ``facts=None``: the memory's ``extractor`` reads them from
+        ``text``. The other arguments go to ``TEMStore.add_session``; facts it drops are not
+        timed either.
         """
         return self.add_sessions(
             [
@@ -219,6 +171,7 @@ class TemporalMemory:
                     session_index=session_index,
                     turns=turns,
                     summaries=summaries,
+                    turn_ids=turn_ids,
                 )
             ]
         )[0]
@@ -231,8 +184,18 @@ class TemporalMemory:
             if "date" not in session:
                 raise ValueError(f"session {position} ({session.get('session_id')!r}): a date is required")
             t_obs = as_day(session.pop("date"))
+            if session.get("facts", ()) is None:
+                session["facts"] = self._extract(session, t_obs)
             triples, whens = [], []
             for i, fact in enumerate(session.get("facts") or ()):
+                if isinstance(fact, ExtractedFact):
+                    triples.append(fact)
+                    whens.append(
+                        None
+                        if fact.t_happen is None
+                        else _happen_day(fact.t_happen, f"session {session.get('session_id')!r}, fact {i}")
+                    )
+                    continue
                 if isinstance(fact, str | bytes) or not isinstance(fact, Sequence) or len(fact) not in (3, 4):
                     raise ValueError(
                         f"session {session.get('session_id')!r}, fact {i}: expected (subject, relation, "
@@ -253,9 +216,10 @@ class TemporalMemory:
             rows = []
             for session, result, (t_obs, whens, text) in zip(prepared, results, timings, strict=True):
                 dropped = {d.fact for d in result.dropped}
+                triples = [f.triple if isinstance(f, ExtractedFact) else f for f in session["facts"]]
                 kept = [
                     (fact, when)
-                    for fact, when in zip(session["facts"], whens, strict=True)
+                    for fact, when in zip(triples, whens, strict=True)
                     if tuple(part.strip() for part in fact) not in dropped
                 ]
                 for record_id, ((head, relation, tail), when) in zip(result.record_ids, kept, strict=True):
@@ -264,27 +228,37 @@ class TemporalMemory:
                         (record_id, head.strip(), relation.strip(), tail.strip(), t_happen, float(t_obs),
                          result.session_id)
                     )  # fmt: skip
-            connection.executemany("INSERT INTO temporal_facts VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            self.store.db.insert_temporal_facts(rows)
+            self.store.db.insert_session_dates(
+                (result.session_id, float(t_obs))
+                for result, (t_obs, _, _) in zip(results, timings, strict=True)
+            )
 
         return self.store.add_sessions(prepared, before_commit=write_times)
+
+    def _extract(self, session: Mapping[str, Any], t_obs: int) -> list[ExtractedFact]:
+        where = f"session {session.get('session_id')!r}"
+        if self.extractor is None:
+            raise ValueError(f"{where}: facts=None needs an extractor (TemporalMemory(extractor=...))")
+        if not isinstance(session.get("text"), str) or not session["text"].strip():
+            raise ValueError(f"{where}: facts=None needs the session text to extract from")
+        return extract_facts(self.extractor, session["text"], t_obs, where)
 
     # --- reads ------------------------------------------------------------------------------
     def facts(self) -> list[TemporalFact]:
         """Every timed fact, in write order."""
-        rows = self.store.db.connection.execute("SELECT * FROM temporal_facts ORDER BY record_id").fetchall()
-        return [TemporalFact(*row) for row in rows]
+        return [TemporalFact(*row) for row in self.store.db.temporal_facts()]
 
     def latest_observation(self) -> float | None:
-        """The last ``t_obs`` stored (the default "now"), or None for an empty memory."""
-        return self.store.db.connection.execute("SELECT MAX(t_obs) FROM temporal_facts").fetchone()[0]
+        """The last session date stored (the default "now"), or None for an empty memory."""
+        return self.store.db.latest_observation()
+
+    def session_dates(self) -> dict[str, float]:
+        """``session_id -> t_obs`` (days) of every session added through this class."""
+        return self.store.db.session_dates()
 
     def _times(self, record_ids: Sequence[int]) -> dict[int, tuple[float, float]]:
-        marks = ",".join("?" * len(record_ids))
-        rows = self.store.db.connection.execute(
-            f"SELECT record_id, t_happen, t_obs FROM temporal_facts WHERE record_id IN ({marks})",
-            list(record_ids),
-        )
-        return {row[0]: (row[1], row[2]) for row in rows}
+        return self.store.db.fact_times(record_ids)
 
     def time_query(self, question: str, now: Day | None = None) -> tuple[TimeQuery, float]:
         """The question's mode and the day it is asked on (``now``, default the latest ``t_obs``)."""
@@ -420,56 +394,16 @@ class TemporalMemory:
         return relation_speeds(self.speeds, list(relations))
 
     def fit(self, config: FitConfig | None = None) -> dict[str, float]:
-        """Train RoMem on the stored facts (gate frozen); returns ``{"loss": last epoch's mean}``."""
+        """Train RoMem on the stored facts (``online_fit.fit_romem``, speeds frozen) and score with
+        it from now on; returns ``{"loss": last epoch's mean, "facts": number trained on}``."""
         kg = self.knowledge_graph()
-        import pytorch_lightning as pl
+        model, loss = fit_romem(kg, config or FitConfig(), self.relation_speeds(kg.relations))
+        self.use_model(model)
+        return {"loss": loss, "facts": float(kg.train.shape[0])}
 
-        from lightning_modules.kg_data import TemporalKGDataModule
-        from lightning_modules.phase2 import Phase2Module
-        from rotmem.models import RelationSpeed
-
-        cfg = config or FitConfig()
-        data = TemporalKGDataModule(
-            kg=kg, batch_size=cfg.batch_size, num_negative_times=cfg.num_negative_times, seed=cfg.seed
-        )
-        with torch.random.fork_rng(), _quiet_lightning():
-            torch.manual_seed(cfg.seed)
-            module = Phase2Module(
-                kg.num_entities,
-                kg.num_relations,
-                tau0=data.tau0,
-                dim=cfg.dim,
-                k=cfg.k,
-                backbone=cfg.backbone,
-                init_scale=cfg.init_scale,
-                init_s=cfg.init_s,
-                optimizer=cfg.optimizer,
-                lr=cfg.lr,
-                regularizer_weight=cfg.regularizer_weight,
-                time_weight=cfg.time_weight,
-                sigma_years=cfg.sigma_years,
-                **cfg.extra,
-            )
-            alpha = self.relation_speeds(kg.relations)
-            if alpha is not None:  # a frozen per-relation table: the "gate" speed source
-                module.model.speed = RelationSpeed(kg.num_relations, source="gate")
-                module.model.speed.set_speeds(alpha)
-                module.model.config["speed"] = "gate"
-            trainer = pl.Trainer(
-                max_epochs=cfg.epochs,
-                accelerator="cpu",
-                logger=False,
-                enable_checkpointing=False,
-                enable_progress_bar=False,
-                enable_model_summary=False,
-                limit_val_batches=0,
-                num_sanity_val_steps=0,
-                gradient_clip_val=1.0,
-            )
-            trainer.fit(module, datamodule=data)
-        self.use_model(module.model)
-        loss = trainer.callback_metrics.get("train/loss_epoch")
-        return {"loss": float("nan") if loss is None else float(loss), "facts": float(kg.train.shape[0])}
+    def answer(self, question: str, reader: Reader, k: int = 15, now: Day | None = None) -> str:
+        """``reader(question, evidence)`` on the rendered top-``k`` records (``retrieve``)."""
+        return reader(question, self.render(self.retrieve(question, k=k, now=now)))
 
     # --- lifetime ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -480,20 +414,3 @@ class TemporalMemory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@contextlib.contextmanager
-def _quiet_lightning() -> Iterator[None]:
-    """Silence Lightning's banner lines and data-loader hints for a short in-process fit."""
-    loggers = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning", "lightning.pytorch")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", module="pytorch_lightning")
-            warnings.filterwarnings("ignore", module="lightning")
-            yield
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)

@@ -1,10 +1,11 @@
-"""Prompt and the deterministic label-aware reader of the state-update benchmark (no LLM).
+"""The deterministic label-aware reader of the state-update benchmark (no LLM).
 
-``build_prompt(evidence, question)`` is what any generator sees; ``LabelAwareReader`` is a
-``generate(prompt) -> str`` that answers from that prompt alone with fixed rules, so runs without an
-LLM are repeatable. Its tables must name it as "label-aware rule reader (no LLM)".
+``LabelAwareReader`` is a ``rotmem.memory.llm.Reader``, ``reader(question, evidence) -> str``, that
+answers from the rendered evidence alone with fixed rules, so runs without an LLM are repeatable
+(an LLM reader sees the same two strings). Its tables must name it as "label-aware rule reader
+(no LLM)".
 
-How it reads the evidence (only what the prompt shows):
+How it reads the evidence (only what an LLM would be shown):
 
 - A *mention* is a known value of the asked slot (a city for "live", an occupation for "job"/"work",
   a drink for "drink") on an evidence line that names the persona. On a line with several values
@@ -31,19 +32,10 @@ from dataclasses import dataclass
 from rotmem.memory.time_expressions import QueryMode, as_day, extract_time, query_mode
 
 READER_NAME = "label-aware rule reader (no LLM)"
-PROMPT = (
-    "Answer the question about the user from the memory evidence below. Lines marked [historical] "
-    "are no longer true.\nEvidence:\n{evidence}\nQuestion: {question}\nAnswer with the key entity only.\n"
-)
 _HEADER = re.compile(r"^\[session (\d{4}-\d{2}-\d{2})\]")
 _DATE_PREFIX = re.compile(r"^(\d{4}-\d{2}-\d{2}):")
 _SLOT_WORDS = (("drink", "drinks"), ("live", "lives in"), ("job", "works as"), ("work", "works as"))
 _FAR_PAST = -(10**9)
-
-
-def build_prompt(evidence: str, question: str) -> str:
-    """The prompt every generator gets: instructions, the evidence lines, the question."""
-    return PROMPT.format(evidence=evidence, question=question)
 
 
 @dataclass(frozen=True)
@@ -58,7 +50,7 @@ class Mention:
 
 
 class LabelAwareReader:
-    """``generate(prompt) -> str`` by the rules in the module docs.
+    """``reader(question, evidence) -> str`` by the rules in the module docs.
 
     Args:
         personas: full names of the personas (the reader finds the question's subject among them).
@@ -74,8 +66,7 @@ class LabelAwareReader:
             for rel, vals in values.items()
         }
 
-    def __call__(self, prompt: str) -> str:
-        evidence, question = _split_prompt(prompt)
+    def __call__(self, question: str, evidence: str) -> str:
         subject = next((p for p in self.personas if p.lower() in question.lower()), None)
         relation = next((rel for word, rel in _SLOT_WORDS if word in question.lower()), None)
         if subject is None or relation is None or relation not in self.values:
@@ -145,11 +136,3 @@ class LabelAwareReader:
                     Mention(value, historical, None if day is None else day - older, (line_no, start))
                 )
         return mentions
-
-
-def _split_prompt(prompt: str) -> tuple[str, str]:
-    """``(evidence, question)`` of a prompt made by ``build_prompt``."""
-    match = re.search(r"Evidence:\n(.*)\nQuestion: ([^\n]*)\n", prompt, re.DOTALL)
-    if match is None:
-        raise ValueError("prompt was not made by build_prompt (no 'Evidence:' / 'Question:' sections)")
-    return match.group(1), match.group(2)

@@ -1,11 +1,13 @@
 """The controlled state-update benchmark (TEM.md): six memory configurations, one evidence budget.
 
     python -m benchmarks.state_update                      # MiniLM encoder, label-aware rule reader
-    python -m benchmarks.state_update --generate mypkg.llm:generate   # a real generator
+    python -m benchmarks.state_update --generate mypkg.llm:reader     # a real reader (an LLM)
+
+``--generate`` names a ``rotmem.memory.llm.Reader``: ``reader(question, evidence) -> answer``.
 
 (run from the repository root, so that ``benchmarks`` is importable).
 
-Data: ``benchmarks/state_update_data.py`` (60 personas, 600 sessions, 420 questions, seeded). All
+Data: ``benchmarks/state_update/data.py`` (60 personas, 600 sessions, 420 questions, seeded). All
 configurations share one ``TemporalMemory`` (a ``TEMStore`` holding facts, dialogue turns and fact
 times) and the same budget of ``k = 15`` evidence items per question:
 
@@ -46,7 +48,6 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import importlib
 import re
 import sys
 import time
@@ -57,12 +58,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.state_update_data import QUESTION_TYPES, Question, StateUpdateBenchmark, generate
-from benchmarks.state_update_reader import READER_NAME, LabelAwareReader, build_prompt
+from benchmarks.state_update.data import QUESTION_TYPES, Question, StateUpdateBenchmark, generate
+from benchmarks.state_update.reader import READER_NAME, LabelAwareReader
 from rotmem.memory import HashingEncoder, SentenceEncoder
+from rotmem.memory.llm import Reader, load_reader
 from rotmem.memory.records import Passage, Record
 from rotmem.memory.render import render
-from rotmem.memory.temporal import FitConfig, TemporalMemory, TemporalRecord
+from rotmem.memory.temporal_memory import FitConfig, TemporalMemory, TemporalRecord
 
 CONFIGS = ("naive-rag", "session-rag", "overwrite", "unmarked", "tem", "tem-dated", "romem")
 TITLES = {
@@ -74,7 +76,7 @@ TITLES = {
     "tem-dated": "TEM (labels + t_happen dates)",
     "romem": "RoMem time-aware retrieval (labels + dates)",
 }
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 OVERWRITE_POOL = 200  # records searched before keeping only current ones (>= 15 current always)
 
 
@@ -252,7 +254,7 @@ def evaluate(
     bench: StateUpdateBenchmark,
     memory: TemporalMemory,
     configs: Sequence[str],
-    generate_fn: Callable[[str], str],
+    reader: Reader,
     count_tokens: Callable[[str], int],
     k: int = 15,
 ) -> list[dict]:
@@ -265,7 +267,7 @@ def evaluate(
     for config in configs:
         for q in bench.questions:
             evidence = evidence_for(config, memory, bench, q, k, lookups)
-            answer = generate_fn(build_prompt(evidence.text, q.text))
+            answer = reader(q.text, evidence.text)
             rows.append(
                 dict(
                     config=config,
@@ -330,14 +332,6 @@ def markdown(summary: Sequence[dict], reader: str, tokens: str, notes: Sequence[
     return "\n".join(lines + [f"- {note}" for note in notes]) + "\n"
 
 
-def load_generator(spec: str) -> tuple[Callable[[str], str], str]:
-    """``"package.module:function"`` -> the callable and its name."""
-    module, _, attr = spec.partition(":")
-    if not module or not attr:
-        raise SystemExit(f"--generate expects package.module:function, got {spec!r}")
-    return getattr(importlib.import_module(module), attr), spec
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -349,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--encoder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     parser.add_argument(
-        "--generate", help="package.module:function, a generate(prompt) -> str (default: reader)"
+        "--generate", help="package.module:name of a reader(question, evidence) -> str (default: rule reader)"
     )
     parser.add_argument("--fit-epochs", type=int, default=FitConfig.epochs, help="0: RoMem not fitted")
     parser.add_argument(
@@ -375,12 +369,12 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> int:
     fit = FitConfig(epochs=args.fit_epochs) if args.fit_epochs > 0 else None
     memory, stats = build_memory(bench, CachedEncoder(encoder), fit, args.gate)
     if args.generate:
-        generate_fn, reader = load_generator(args.generate)
+        reader_fn, reader = load_reader(args.generate), args.generate
     else:
-        generate_fn, reader = LabelAwareReader(bench.personas, bench.values), READER_NAME
+        reader_fn, reader = LabelAwareReader(bench.personas, bench.values), READER_NAME
     count_tokens, tokens = token_counter(encoder)
     t0 = time.perf_counter()
-    rows = evaluate(bench, memory, args.configs, generate_fn, count_tokens, args.k)
+    rows = evaluate(bench, memory, args.configs, reader_fn, count_tokens, args.k)
     stats["evaluate_s"] = time.perf_counter() - t0
     summary = summarise(rows, reader, tokens)
 
@@ -415,7 +409,3 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> int:
     print(text)
     print(f"wrote {args.out / (args.name + '.csv')} and {args.out / (args.name + '.md')}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

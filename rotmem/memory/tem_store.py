@@ -20,10 +20,18 @@ vectors stored in SQLite (so nothing but the database file needs to persist). Fa
 the index multiplied by their relation weight, so the inner product *is* the weighted
 similarity and the top ``k`` is exact; changing weights takes effect at the next open.
 
+Readers that live long: every read first asks SQLite whether another connection committed since
+the last look (``PRAGMA data_version``, one cheap statement) and, if so, adds the new rows to the
+indexes (``refresh``), so a store opened beside an ingesting process sees every committed session.
+Rows are append-only with ids handed out under the write lock, so "every id above the largest one
+indexed" is exactly what is new.
+
 Documented behaviours: an empty store retrieves ``[]``; an unknown relation has weight 1.0 and its
 own group; a malformed fact (not three non-empty strings) or a bad session raises ``ValueError``
 and writes nothing; a session id already stored (or repeated within a batch) raises
-``DuplicateSessionError`` and writes nothing. One writer process at a time.
+``DuplicateSessionError`` and writes nothing. Several processes may write one file (SQLite
+serialises the transactions). A file that is not a readable memory database raises
+``MemoryDatabaseError`` (a ``ValueError``) naming it.
 """
 
 from __future__ import annotations
@@ -37,10 +45,13 @@ from typing import Any
 import numpy as np
 
 from rotmem.index import InnerProductIndex, make_index
+from rotmem.memory.database import FactDatabase, join_sources, split_sources
 from rotmem.memory.encoder import SentenceEncoder, TextEncoder, encode_texts, encoder_from_name, encoder_name
 from rotmem.memory.records import (
     PASSAGE_KINDS,
+    DroppedFact,
     DuplicateSessionError,
+    ExtractedFact,
     Fact,
     Passage,
     Record,
@@ -48,11 +59,11 @@ from rotmem.memory.records import (
     SessionResult,
     check_fact,
     check_session_id,
+    check_sources,
 )
 from rotmem.memory.relation_weights import RelationWeights
 from rotmem.memory.render import render
-from rotmem.memory.sqlite_store import FactDatabase
-from rotmem.memory.verification import verify_facts
+from rotmem.memory.verification import NOT_IN_TEXT, SessionText
 
 GROUP_SEPARATOR = "\x1f"
 FACT_KIND = "fact"
@@ -113,7 +124,10 @@ class TEMStore:
         try:
             self.encoder = self._resolve_encoder(encoder)
             self._indexes: dict[str, InnerProductIndex] = {}
-            self._load_indexes()
+            self._indexed_upto = {"facts": -1, "passages": -1}  # largest row id in the indexes
+            self._data_version = self.db.data_version()
+            with self.db.readable():
+                self._index_rows(self._read_new_rows())
         except BaseException:
             self.db.close()
             raise
@@ -139,17 +153,57 @@ class TEMStore:
     def _new_index(self, dim: int) -> InnerProductIndex:
         return make_index(dim, backend=self.index_backend, device=self.index_device, **self.index_options)
 
-    def _load_indexes(self) -> None:
+    def _read_new_rows(self) -> tuple[tuple, tuple] | None:
+        """Fact and passage rows (``ids, relations|kinds, vectors``) above the indexed ids."""
         dim = self.dim
         if dim is None:
-            return
-        ids, relations, vectors = self.db.vectors("facts", "relation", dim)
-        self._add_to_index(FACT_KIND, ids, vectors * self._weights_of(relations)[:, None])
-        ids, kinds, vectors = self.db.vectors("passages", "kind", dim)
+            return None
+        stored = self.db.get_meta("encoder")
+        if stored is not None and stored != encoder_name(self.encoder):
+            raise ValueError(
+                f"{self.path} was written with encoder {stored!r}; this store embeds with "
+                f"{encoder_name(self.encoder)!r}. Reopen it with encoder=None"
+            )
+        return (
+            self.db.vectors("facts", "relation", dim, after_id=self._indexed_upto["facts"]),
+            self.db.vectors("passages", "kind", dim, after_id=self._indexed_upto["passages"]),
+        )
+
+    def _index_rows(self, rows: tuple[tuple, tuple] | None) -> int:
+        """Add rows from ``_read_new_rows`` to the indexes; returns how many."""
+        if rows is None:
+            return 0
+        (fact_ids, relations, fact_vectors), (passage_ids, kinds, passage_vectors) = rows
+        fact_ids = fact_ids[
+            fact_ids > self._indexed_upto["facts"]
+        ]  # a concurrent refresh may have added some
+        keep = len(relations) - len(fact_ids)
+        self._add_to_index(
+            FACT_KIND, fact_ids, fact_vectors[keep:] * self._weights_of(relations[keep:])[:, None]
+        )
+        fresh = passage_ids > self._indexed_upto["passages"]
         kinds = np.asarray(kinds, dtype=object)
         for kind in PASSAGE_KINDS:
-            mask = kinds == kind
-            self._add_to_index(kind, ids[mask], vectors[mask])
+            mask = fresh & (kinds == kind)
+            self._add_to_index(kind, passage_ids[mask], passage_vectors[mask])
+        if fact_ids.size:
+            self._indexed_upto["facts"] = int(fact_ids.max())
+        if fresh.any():
+            self._indexed_upto["passages"] = int(passage_ids[fresh].max())
+        return int(fact_ids.size + fresh.sum())
+
+    def refresh(self) -> int:
+        """Index the rows other connections committed since the last look; returns how many.
+
+        Every read calls it; it costs one ``PRAGMA data_version`` when nothing changed.
+        """
+        version = self.db.data_version()
+        if version == self._data_version:
+            return 0
+        with self.db.readable():
+            added = self._index_rows(self._read_new_rows())
+        self._data_version = version
+        return added
 
     def _weights_of(self, relations: Sequence[str]) -> np.ndarray:
         cache: dict[str, float] = {}
@@ -181,12 +235,14 @@ class TEMStore:
         *,
         turns: Sequence[str] | None = None,
         summaries: str | Sequence[str] = (),
+        turn_ids: Sequence[str] | None = None,
     ) -> SessionResult:
         """Append one session's facts (one transaction) and recompute their groups' status.
 
         Args:
             session_id: unique non-empty string (a stored one raises ``DuplicateSessionError``).
-            facts: ``(subject, relation, object)`` triples of non-empty strings.
+            facts: ``(subject, relation, object)`` triples of non-empty strings, or
+                ``ExtractedFact`` items (their ``sources`` are kept; ``t_happen`` is ignored here).
             text: the session's text; facts are checked against it (see module docs). ``None``:
                 facts are kept unchecked, without a span.
             session_index: the session's position in time; default: one past the largest stored.
@@ -194,11 +250,12 @@ class TEMStore:
             turns: dialogue turns for the side store; default: the non-empty lines of ``text``
                 (pass ``()`` to store none).
             summaries: event summaries for the side store.
+            turn_ids: one source id per turn (e.g. a dialogue id), kept as the turn's ``sources``.
 
         Returns: ``SessionResult`` with the session index, new record and passage ids, and the
         facts dropped by the text check.
         """
-        session = Session(session_id, facts, text, session_index, turns, summaries)
+        session = Session(session_id, facts, text, session_index, turns, summaries, turn_ids)
         return self.add_sessions([session])[0]
 
     def add_sessions(
@@ -209,7 +266,8 @@ class TEMStore:
     ) -> list[SessionResult]:
         """Append many sessions in one transaction (all or nothing); vectors embedded in batches.
 
-        Each item is a ``Session`` or a mapping with ``add_session``'s argument names.
+        Each item is a ``Session`` or a mapping with ``add_session``'s argument names
+        (``turn_ids`` too: one source id per turn).
         ``before_commit(connection, results)``, if given, runs inside the same transaction after
         the rows are written, so a layer on top (e.g. time-aware memory) can add its own rows
         atomically; an exception there rolls the whole batch back.
@@ -219,18 +277,18 @@ class TEMStore:
         prepared = []
         texts: list[str] = []
         for session, facts, passages in batch:
-            kept, dropped = (
-                verify_facts(facts, session.text) if self.verify else ([(f, None) for f in facts], [])
-            )
-            texts.extend(fact_text(*fact) for fact, _ in kept)
-            texts.extend(text for _, text in passages)
+            kept, dropped = self._verified(facts, session.text)
+            texts.extend(fact_text(*fact) for fact, _, _ in kept)
+            texts.extend(text for _, text, _ in passages)
             prepared.append((session, kept, dropped, passages))
         vectors = encode_texts(self.encoder, texts, self.batch_size) if texts else None
         dim = self._check_dim(vectors)
-        results, fact_rows, passage_rows = self._write(prepared, vectors, dim, before_commit)
+        results, fact_rows, passage_rows, others = self._write(prepared, vectors, dim, before_commit)
+        self._index_rows(others)  # rows other processes committed before this batch
+        fact_ids = np.asarray([row[0] for row in fact_rows], dtype=np.int64)
         self._add_to_index(
             FACT_KIND,
-            np.asarray([row[0] for row in fact_rows], dtype=np.int64),
+            fact_ids,
             self._row_vectors(fact_rows, vectors) * self._weights_of([row[2] for row in fact_rows])[:, None],
         )
         for kind in PASSAGE_KINDS:
@@ -238,9 +296,31 @@ class TEMStore:
             self._add_to_index(
                 kind, np.asarray([row[0] for row in rows], dtype=np.int64), self._row_vectors(rows, vectors)
             )
+        if fact_rows:
+            self._indexed_upto["facts"] = int(fact_ids.max())
+        if passage_rows:
+            self._indexed_upto["passages"] = max(row[0] for row in passage_rows)
         return results
 
-    def _checked(self, session: Session) -> tuple[Session, list[Fact], list[tuple[str, str]]]:
+    def _verified(
+        self, facts: list[tuple[Fact, tuple[str, ...]]], text: str | None
+    ) -> tuple[list[tuple[Fact, tuple[int, int] | None, tuple[str, ...]]], list[DroppedFact]]:
+        """``(kept [(fact, span, sources)], dropped)``: the text check of ``verification``."""
+        if not self.verify or text is None:
+            return [(fact, None, sources) for fact, sources in facts], []
+        prepared = SessionText(text)
+        kept, dropped = [], []
+        for fact, sources in facts:
+            span = prepared.find(fact[2])
+            if span is None:
+                dropped.append(DroppedFact(fact, NOT_IN_TEXT))
+            else:
+                kept.append((fact, span, sources))
+        return kept, dropped
+
+    def _checked(
+        self, session: Session
+    ) -> tuple[Session, list[tuple[Fact, tuple[str, ...]]], list[tuple[str, str, tuple[str, ...]]]]:
         session_id = check_session_id(session.session_id)
         where = f"session {session_id!r}"
         if session.session_index is not None and (
@@ -251,13 +331,25 @@ class TEMStore:
             raise ValueError(f"{where}: text must be a string or None, got {type(session.text).__name__}")
         if isinstance(session.facts, str | bytes) or not isinstance(session.facts, Sequence):
             raise ValueError(f"{where}: facts must be a sequence of (subject, relation, object)")
-        facts = [check_fact(fact, f"{where}, fact {i}") for i, fact in enumerate(session.facts)]
+        facts = [
+            (
+                check_fact(fact, f"{where}, fact {i}"),
+                check_sources(fact.sources, f"{where}, fact {i}") if isinstance(fact, ExtractedFact) else (),
+            )
+            for i, fact in enumerate(session.facts)
+        ]
         turns = session.turns
         if turns is None:
             turns = [line.strip() for line in (session.text or "").splitlines() if line.strip()]
+        turn_ids: list[tuple[str, ...]] = [()] * len(turns)
+        if session.turn_ids is not None:
+            if len(session.turn_ids) != len(turns):
+                raise ValueError(f"{where}: {len(session.turn_ids)} turn_ids for {len(turns)} turns")
+            turn_ids = [check_sources((t,), f"{where}, turn_ids") for t in session.turn_ids]
         summaries = [session.summaries] if isinstance(session.summaries, str) else list(session.summaries)
-        passages = [("turn", t) for t in turns] + [("summary", s) for s in summaries]
-        for kind, text in passages:
+        passages = [("turn", t, i) for t, i in zip(turns, turn_ids, strict=True)]
+        passages += [("summary", s, ()) for s in summaries]
+        for kind, text, _ in passages:
             if not isinstance(text, str) or not text.strip():
                 raise ValueError(f"{where}: every {kind} must be a non-empty string, got {text!r}")
         return session, facts, passages
@@ -286,9 +378,10 @@ class TEMStore:
         vectors: np.ndarray | None,
         dim: int | None,
         before_commit: Callable[[sqlite3.Connection, list[SessionResult]], None] | None,
-    ) -> tuple[list[SessionResult], list[tuple], list[tuple]]:
-        """One transaction for the whole batch; returns the results and the rows written (each
-        row ends with its position in ``vectors``)."""
+    ) -> tuple[list[SessionResult], list[tuple], list[tuple], tuple | None]:
+        """One transaction for the whole batch; returns the results, the rows written (each row
+        ends with its position in ``vectors``) and the rows other processes committed before it
+        (read under the write lock, so none is missed)."""
         results: list[SessionResult] = []
         session_rows: list[tuple] = []
         fact_rows: list[tuple] = []
@@ -297,6 +390,7 @@ class TEMStore:
         now = time.time()
         try:
             with self.db.transaction():
+                others = self._read_new_rows()
                 next_index = self.db.next_session_index()
                 fact_id, passage_id = self.db.next_id("facts"), self.db.next_id("passages")
                 row = 0  # position in ``vectors``: facts then passages, session by session
@@ -305,20 +399,21 @@ class TEMStore:
                     next_index = max(next_index, index + 1)
                     session_rows.append((session.session_id, index, session.text, now))
                     new_facts, new_passages = [], []
-                    for (subject, relation, obj), span in kept:
+                    for (subject, relation, obj), span, sources in kept:
                         key = self.group_key(subject, relation)
                         touched.add(key)
                         start, end = span if span is not None else (None, None)
                         fact_rows.append(
                             (fact_id, subject, relation, obj, key, self.weights.relation_type(relation),
-                             session.session_id, index, start, end, now, vectors[row].tobytes(), row)
+                             session.session_id, index, start, end, now, vectors[row].tobytes(),
+                             join_sources(sources), row)
                         )  # fmt: skip
                         new_facts.append(fact_id)
                         fact_id, row = fact_id + 1, row + 1
-                    for position, (kind, text) in enumerate(passages):
+                    for position, (kind, text, sources) in enumerate(passages):
                         passage_rows.append(
                             (passage_id, kind, session.session_id, index, position, text, now,
-                             vectors[row].tobytes(), row)
+                             vectors[row].tobytes(), join_sources(sources), row)
                         )  # fmt: skip
                         new_passages.append(passage_id)
                         passage_id, row = passage_id + 1, row + 1
@@ -339,7 +434,7 @@ class TEMStore:
                 raise
             # Another writer stored the same id after our check: still nothing of ours is written.
             raise DuplicateSessionError(f"session id already stored ({error}); nothing written") from error
-        return results, fact_rows, passage_rows
+        return results, fact_rows, passage_rows, others
 
     @staticmethod
     def _row_vectors(rows: list[tuple], vectors: np.ndarray | None) -> np.ndarray:
@@ -358,12 +453,14 @@ class TEMStore:
         An empty store returns ``[]`` (without loading the encoder).
         """
         _check_question(question)
+        self.refresh()
         if FACT_KIND not in self._indexes:
             return []
         return self.retrieve_vector(self.encode([question])[0], k)
 
     def retrieve_vector(self, vector: np.ndarray, k: int = 15) -> list[Record]:
         """``retrieve`` for an already embedded question ``vector [D]`` (unit norm)."""
+        self.refresh()
         index = self._indexes.get(FACT_KIND)
         if index is None:
             return []
@@ -382,6 +479,7 @@ class TEMStore:
         kinds = PASSAGE_KINDS if kind is None else (kind,)
         if kind is not None and kind not in PASSAGE_KINDS:
             raise ValueError(f"kind must be one of {PASSAGE_KINDS} or None, got {kind!r}")
+        self.refresh()
         indexes = [self._indexes[name] for name in kinds if name in self._indexes]
         if not indexes:
             return []
@@ -392,7 +490,7 @@ class TEMStore:
             hits.extend((float(s), int(i)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0)
         hits = sorted(hits, reverse=True)[:k]
         rows = self.db.fetch_passages([i for _, i in hits])
-        passages = [Passage(*rows[i][1:], score=score, id=i) for score, i in hits]
+        passages = [_passage(rows[i], score) for score, i in hits]
         return sorted(passages, key=lambda p: (p.session_index, p.position, p.id))
 
     def records(self, subject: str | None = None, relation: str | None = None) -> list[Record]:
@@ -413,7 +511,7 @@ class TEMStore:
     def passages(self, kind: str | None = None) -> list[Passage]:
         """Stored turns and summaries in source order (``kind`` filters)."""
         rows = self.db.list_passages("WHERE kind = ?", (kind,)) if kind else self.db.list_passages()
-        return [Passage(*row[1:], id=row[0]) for row in rows]
+        return [_passage(row, None) for row in rows]
 
     def sessions(self) -> list[tuple[str, int, float]]:
         """``(session_id, session_index, created_at)`` in session order."""
@@ -429,11 +527,12 @@ class TEMStore:
 
     def __len__(self) -> int:
         """Number of stored facts."""
+        self.refresh()
         index = self._indexes.get(FACT_KIND)
         return 0 if index is None else len(index)
 
     def _record(self, row: tuple, score: float | None) -> Record:
-        fid, subject, relation, obj, rtype, session_id, index, start, end, created, historical = row
+        fid, subject, relation, obj, rtype, session_id, index, start, end, created, historical, source = row
         return Record(
             subject=subject,
             relation=relation,
@@ -447,6 +546,7 @@ class TEMStore:
             weight=self.weights.weight(relation),
             span=None if start is None else (int(start), int(end)),
             created_at=float(created),
+            sources=split_sources(source),
         )
 
     # --- lifetime ---------------------------------------------------------------------------
@@ -464,3 +564,8 @@ class TEMStore:
 def _check_question(question: Any) -> None:
     if not isinstance(question, str) or not question.strip():
         raise ValueError(f"question must be a non-empty string, got {question!r}")
+
+
+def _passage(row: tuple, score: float | None) -> Passage:
+    pid, kind, text, session_id, session_index, position, source = row
+    return Passage(kind, text, session_id, session_index, position, split_sources(source), score, pid)

@@ -1,0 +1,5 @@
+import sys
+
+from benchmarks.locomo.run import main
+
+sys.exit(main())

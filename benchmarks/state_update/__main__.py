@@ -1,0 +1,5 @@
+import sys
+
+from benchmarks.state_update.run import main
+
+sys.exit(main())
