@@ -69,10 +69,11 @@ def test_a_command_that_needs_an_extra_names_it(tmp_path):
         .startswith("rotmem: error: rotmem fit needs pytorch-lightning, which is not installed")
     )
     assert "pip install 'rotmem[train]'" in run.stderr
-    search = "from rotmem.cli import main; sys.exit(main(['memory', 'search', '--db', 'm.db', 'where?']))"
-    memory = python(search, tmp_path)
-    assert memory.returncode != 0 and "Traceback" not in memory.stderr, memory.stderr[-3000:]
-    assert "pip install 'rotmem[memory]'" in memory.stderr or "encoder" in memory.stderr
+    add = ["memory", "add", "--db", "m.db", "--session", "s1", "--fact", "Al|lives in|Rome", "--text", "Rome"]
+    memory = python(f"from rotmem.cli import main; sys.exit(main({add!r}))", tmp_path)
+    assert memory.returncode == 1 and "Traceback" not in memory.stderr, memory.stderr[-3000:]
+    assert memory.stderr.strip().splitlines()[-1].startswith("rotmem: error: ")
+    assert "pip install 'rotmem[memory]'" in memory.stderr
     env = python("from rotmem.cli import main; sys.exit(main(['env']))", tmp_path)
     assert env.returncode == 0, env.stderr[-3000:]
     assert "pytorch-lightning" in env.stdout and "CPU ISA in use" in env.stdout
