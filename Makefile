@@ -9,11 +9,15 @@ PY := $(VENV)/bin/python
 TORCH_CPU ?= torch==2.13.0
 TORCH_CUDA ?= torch
 export ROTMEM_DATA_DIR ?= $(abspath ../shared/data)
+# the native extension's sources: a change rebuilds it
+CSRC := $(shell find csrc -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \))
 
 .PHONY: setup demo test lint clean
 
-$(VENV)/.installed: pyproject.toml setup.py
-	$(PYTHON) -m venv $(VENV)
+# Everything the tests and the demo need: rotmem[dev] = [train] + [memory] + test tools. pip install -e
+# builds the native extension, so a change in csrc/ reruns it.
+$(VENV)/.installed: pyproject.toml setup.py $(CSRC)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -c "import torch" 2>/dev/null || \
 	  if command -v nvidia-smi >/dev/null 2>&1; then $(PY) -m pip install -q "$(TORCH_CUDA)"; \

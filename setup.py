@@ -50,6 +50,10 @@ def native_extensions() -> dict:
         os.path.relpath(p, ROOT) for p in sorted(glob.glob(os.path.join(ROOT, "csrc", "cpu", "*.cpp")))
     ]
     cxx = ["-O3"]
+    if platform.system() != "Windows":
+        # GCC treats a float select as control flow under its default -ftrapping-math and then leaves
+        # the cross-entropy's AVX2/SSE exp loops scalar (csrc/cpu/row_math.h); no kernel reads FP flags.
+        cxx.append("-fno-trapping-math")
     link = []
     if platform.system() == "Linux":
         cxx.append("-fopenmp")

@@ -43,9 +43,10 @@ FIELDS = [
 
 
 def config_path(name: str) -> Path:
-    """A config file: a path, or a file name in the repository's ``configs/``."""
-    path = Path(name)
-    return path if path.is_file() else ROOT / "configs" / name
+    """A config file: a path, or the name of a packaged config (``rotmem.configs``)."""
+    from rotmem import configs
+
+    return configs.resolve(name)
 
 
 def build(config: Path, overrides: list[str]):
@@ -151,7 +152,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--budget-s", type=float, default=900.0, help="training seconds per model")
     parser.add_argument(
-        "--configs", nargs="+", default=DEFAULT_CONFIGS, help="config files or names in configs/"
+        "--configs", nargs="+", default=DEFAULT_CONFIGS, help="config files or packaged config names"
     )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-epochs", type=int, default=1000, help="stop earlier than the budget")

@@ -5,11 +5,11 @@ tests the best-validation checkpoint; filtered MRR and Hits@k under both filters
 
     rotmem gate pretrain --data icews05-15                 # the default gate (once)
     ROTMEM_DATA_DIR=../shared/data python benchmarks/gate_ablation.py   # ~25 min per variant on 2 cores
-    python benchmarks/gate_ablation.py --variants gate no-gate --config configs/synthetic.yaml \\
+    python benchmarks/gate_ablation.py --variants gate no-gate --config synthetic \\
         --gate ~/.cache/rotmem/gates/synthetic/gate.pt --out benchmarks/results/gate_ablation_synthetic.csv
 
 Variant ``gate-paper`` uses the gate pretrained with the paper's literal Phase-1 setting:
-``rotmem gate pretrain --config configs/gate-icews05-15-paper.yaml``
+``rotmem gate pretrain --config gate-icews05-15-paper``
 ``--out ~/.cache/rotmem/gates/icews05-15-paper``.
 """
 
@@ -24,11 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from rotmem import configs
+
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = {
     "gate": lambda gate, paper_gate: ["--model.speed", "gate", "--model.gate_path", gate],
-    "no-gate": lambda gate, paper_gate: ["--config", str(ROOT / "configs/ablation-no-gate.yaml")],
-    "learned": lambda gate, paper_gate: ["--config", str(ROOT / "configs/ablation-learned-alpha.yaml")],
+    "no-gate": lambda gate, paper_gate: ["--config", str(configs.resolve("ablation-no-gate"))],
+    "learned": lambda gate, paper_gate: ["--config", str(configs.resolve("ablation-learned-alpha"))],
     "gate-paper": lambda gate, paper_gate: ["--model.speed", "gate", "--model.gate_path", paper_gate],
 }
 METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
@@ -37,7 +39,7 @@ METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
 def run_variant(config: str, variant: str, gate: str, paper_gate: str, log_dir: str) -> dict:
     from lightning_modules.cli import run_lightning_cli
 
-    args = ["--config", config, *VARIANTS[variant](gate, paper_gate)]
+    args = ["--config", str(configs.resolve(config)), *VARIANTS[variant](gate, paper_gate)]
     start = time.time()
     cli = run_lightning_cli(
         [
@@ -60,7 +62,7 @@ def run_variant(config: str, variant: str, gate: str, paper_gate: str, log_dir: 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default=str(ROOT / "configs/icews05-15-cpu.yaml"))
+    parser.add_argument("--config", default=str(configs.resolve("icews05-15-cpu")))
     parser.add_argument(
         "--variants", nargs="+", default=["gate", "no-gate", "learned"], choices=list(VARIANTS)
     )

@@ -1,7 +1,7 @@
 """How well the Semantic Speed Gate tracks how fast relations change, on seen and unseen relations.
 
 For each Phase-1 setting (the config's; the same with the bare relation text instead of the
-template; and the paper's literal one, configs/gate-icews05-15-paper.yaml):
+template; and the paper's literal one, the packaged config gate-icews05-15-paper):
 - in-sample: pretrain on all transitions of the training split, Spearman(α, observed change rate)
   over relations with ≥ 1 mined pair, and over those with ≥ 20 pairs (less noisy rates);
 - zero-shot: for each seed, pretrain on the transitions of a random 80% of the relations that have
@@ -9,7 +9,7 @@ template; and the paper's literal one, configs/gate-icews05-15-paper.yaml):
   The splits are seeds 0-19; the template and lr were chosen on other splits (seeds 100-139);
 - paraphrases: α of ICEWS relation strings next to α of hand-written paraphrases (config setting);
 - a PNG: α against the change rate, and the sorted α bars naming the most static/dynamic relations.
-The synthetic KG's gate (configs/gate-synthetic.yaml) is reported too.
+The synthetic KG's gate (the packaged config gate-synthetic) is reported too.
 
     ROTMEM_DATA_DIR=../shared/data python benchmarks/gate_report.py            # ~7 min on 2 cores
     python benchmarks/gate_report.py --seeds 3 --skip-paper                   # quick
@@ -32,11 +32,12 @@ import yaml
 from scipy.stats import spearmanr
 
 from lightning_modules.phase1_gate import GateTransitionData, pretrain_gate
+from rotmem import configs
 from rotmem.data import load_dataset, synthetic_kg
 from rotmem.gate.speed_gate import BARE_TEMPLATE, DEFAULT_TEMPLATE
 
 RESULTS = Path(__file__).resolve().parent / "results"
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
 MIN_PAIRS = 20
 
 # (ICEWS05-15 relation, a paraphrase written by hand)
@@ -172,7 +173,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default="icews05-15")
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--config", default=str(CONFIGS / "gate-icews05-15.yaml"))
+    parser.add_argument("--config", default=str(configs.resolve("gate-icews05-15")))
     parser.add_argument("--seeds", type=int, default=20, help="zero-shot splits")
     parser.add_argument(
         "--skip-paper", action="store_true", help="only the config's setting (no bare-text and paper rows)"
@@ -189,12 +190,12 @@ def main() -> int:
     )
 
     kg = load_dataset(args.data, args.data_dir)
-    main_setting = setting_from_config(Path(args.config))
+    main_setting = setting_from_config(configs.resolve(args.config))
     settings = [main_setting]
     if not args.skip_paper:
         bare = {**main_setting["data"], "template": BARE_TEMPLATE}
         settings.append({**main_setting, "name": f"{main_setting['name']}, bare text", "data": bare})
-        settings.append(setting_from_config(CONFIGS / "gate-icews05-15-paper.yaml"))
+        settings.append(setting_from_config(configs.resolve("gate-icews05-15-paper")))
 
     summaries, zero_shot_rows = [], []
     for setting in settings:
@@ -248,7 +249,7 @@ def main() -> int:
 
     # The synthetic KG: static vs dynamic relations, with its own config.
     syn = synthetic_kg().kg
-    syn_setting = setting_from_config(CONFIGS / "gate-synthetic.yaml")
+    syn_setting = setting_from_config(configs.resolve("gate-synthetic"))
     syn_data, _, syn_alpha = fit(syn, syn_setting)
     syn_pairs, syn_rate = syn_data.all_transitions.per_relation()
     write_csv(

@@ -83,7 +83,7 @@ if wanted epoch; then
         # the paper's size (dim 500, k = 3, batch 1000); speed "constant" because no pretrained gate
         # travels with this check (the gate only changes alpha, not the work per step)
         # (logs and checkpoints go outside $OUT, which brings back 8 files at most)
-        EPOCH_ARGS=(fit --config configs/icews05-15-chronor.yaml --trainer.max_epochs 1
+        EPOCH_ARGS=(fit --config icews05-15-chronor --trainer.max_epochs 1
             --model.speed constant --model.gate_path null
             --trainer.logger.init_args.save_dir "${TMPDIR:-/tmp}/gpu_check_runs")
         [[ $DEVICE == cpu ]] && EPOCH_ARGS+=(--trainer.limit_train_batches 3)

@@ -33,12 +33,12 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import shlex
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -46,12 +46,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness import TAU0, command_line, interleaved, percentile, step, synchronize  # noqa: E402
 from plot_kernels import plot  # noqa: E402
 
 from rotmem.cpu_memory import cpu_peak_bytes  # noqa: E402
 from rotmem.ops import reference  # noqa: E402
 from rotmem.ops.backend import _load, available  # noqa: E402
-from rotmem.ops.table_grad import gather_rows  # noqa: E402
 
 OPS = ("rotate", "unrotated_query_indexed", "cross_entropy_all", "n3", "score_all", "step")
 MODES = ("forward", "backward", "forward+backward")
@@ -70,8 +70,6 @@ COLUMNS = (
     "peak_mem_mb",
     "gb_per_s",
 )
-TAU0 = 12784.0  # 2005-01-01, days since 1970-01-01
-REGULARIZER_WEIGHT = 0.01
 
 
 @dataclass(frozen=True)
@@ -100,21 +98,6 @@ def bandwidth_shape(rows: int) -> Shape:
 
 
 # --- inputs and calls --------------------------------------------------------------------------
-def step(ops, entity, w, w_hat, alpha_logit, log_s, log_base, h, r, t, tau):
-    """One Phase-2 training objective as ``rotmem.losses`` computes it: queries both ways in one call,
-    fused CE over all entities, N3 / B. The fused backends take the entity rows' gradients sparse,
-    as ``rotmem.losses`` does (``rotmem.ops.table_grad``); the eager reference is plain PyTorch."""
-    sparse = ops is not reference
-    alpha = torch.sigmoid(alpha_logit[r])
-    ht, rr = torch.cat([h, t]), torch.cat([r, r])
-    angle = (torch.cat([tau, tau]), torch.cat([alpha, alpha]), log_s, log_base, TAU0)
-    candidates = torch.ops.aten.alias(entity) if sparse else entity  # see losses.one_vs_all_loss
-    q = ops.unrotated_query_indexed(entity, w, w_hat, ht, rr, *angle, sparse_grad=sparse)
-    ce = ops.cross_entropy_all(q, candidates, torch.cat([t, h]))
-    rows = [gather_rows(entity, ht, sparse), w.index_select(0, r), w_hat.index_select(0, r)]
-    return ce + REGULARIZER_WEIGHT * ops.n3(rows) / h.shape[0]
-
-
 def make_inputs(op: str, shape: Shape, dtype: torch.dtype, device: str) -> tuple[list, list[int]]:
     """Arguments of ``op`` at ``shape`` and the positions of those that take gradients."""
     g = torch.Generator().manual_seed(0)
@@ -159,7 +142,7 @@ def make_inputs(op: str, shape: Shape, dtype: torch.dtype, device: str) -> tuple
 
 
 def op_function(op: str, ops_module) -> Callable:
-    if op == "step":
+    if op == "step":  # harness.step: the training objective native_step.py times too
         return lambda *args: step(ops_module, *args)
     if op == "n3":
         return lambda *rows: ops_module.n3(list(rows))
@@ -180,11 +163,6 @@ def providers_for(device: str, wanted: list[str]) -> dict[str, object]:
 
 
 # --- measurement -------------------------------------------------------------------------------
-def synchronize(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
 def run_once(fn: Callable, args: list, grad_idx: list[int], mode: str, device: str) -> float:
     """Milliseconds of one ``mode`` run of ``fn(*args)``."""
     wrt = [args[i] for i in grad_idx]
@@ -246,27 +224,17 @@ def measure(op, shape, dtype, device, providers, modes, reps, warmup) -> tuple[l
         fn = op_function(op, module)
         functions[name] = torch.compile(fn) if name == "compile" else fn
     rows, failures = [], []
+    for mode in modes:
 
-    def attempt(name: str, mode: str, timer: Callable[..., float]) -> float | None:
-        """``timer(fn, args, grad_idx, mode, device)`` for provider ``name``; None if it raised."""
-        try:
-            return timer(functions[name], args, grad_idx, mode, device)
-        except Exception as error:  # noqa: BLE001 - reported in the summary, and the exit code is 1
+        def drop(name: str, error: Exception, mode: str = mode) -> None:  # reported; the exit code is 1
             failures.append(failure_line(op, mode, name, shape, dtype, error))
             del functions[name]
-            return None
 
-    for mode in modes:
-        times = {name: [] for name in functions}
-        for rep in range(warmup + reps):  # interleaved, so load on a shared machine hits every provider alike
-            for name in list(functions):
-                ms = attempt(name, mode, run_once)
-                if ms is not None and rep >= warmup:
-                    times[name].append(ms)
-        for name in list(functions):
-            peak = attempt(name, mode, peak_memory_mb)
-            if peak is not None:
-                rows.append(row(op, mode, name, shape, dtype, device, times[name], peak, None))
+        call = (args, grad_idx, mode, device)
+        timers = {n: partial(run_once, fn, *call) for n, fn in functions.items()}
+        times = interleaved(timers, reps, warmup, drop)
+        peaks = interleaved({n: partial(peak_memory_mb, functions[n], *call) for n in times}, 1, 0, drop)
+        rows += [row(op, mode, n, shape, dtype, device, times[n], peaks[n][0], None) for n in peaks]
     return rows, failures
 
 
@@ -283,7 +251,6 @@ def failure_line(op, mode, provider, shape, dtype, error: BaseException) -> str:
 
 
 def row(op, mode, provider, shape, dtype, device, times, peak_mb, nbytes) -> dict:
-    q = statistics.quantiles(times, n=10, method="inclusive") if len(times) > 1 else [times[0]] * 9
     median = statistics.median(times)
     return {
         "op": op,
@@ -294,8 +261,8 @@ def row(op, mode, provider, shape, dtype, device, times, peak_mb, nbytes) -> dic
         "device": device,
         "threads": torch.get_num_threads() if device == "cpu" else "",
         "ms_median": round(median, 4),
-        "ms_p20": round(q[1], 4),
-        "ms_p80": round(q[7], 4),
+        "ms_p20": round(percentile(times, 20), 4),
+        "ms_p80": round(percentile(times, 80), 4),
         "peak_mem_mb": round(peak_mb, 3),
         "gb_per_s": "" if nbytes is None else round(nbytes / (median * 1e-3) / 1e9, 2),
     }
@@ -412,9 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny shapes and 2 reps: a smoke test")
     parser.add_argument("--out-dir", default=str(Path(__file__).resolve().parent / "results"))
     args = parser.parse_args(argv)
-    command = "python " + " ".join(
-        shlex.quote(a) for a in [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
-    )
+    command = command_line(argv)
     device = args.device
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -1,16 +1,16 @@
 """Time one whole RoMem training step with the native backend beside the eager and compiled reference.
 
-The step is Phase 2's loss without the time-contrastive term, forward and backward:
-tail and head queries (``unrotated_query_indexed``), one 1-vs-all cross-entropy over both
-directions, and the N3/L4 regulariser over the batch's rows (as ``rotmem.losses``).
-Providers: ``eager`` and ``compile`` (``torch.compile``) of the reference ops, ``native``,
-``native+compile``, ``native-recompute`` (native with the CE gradients recomputed in backward,
-``ROTMEM_CE_GRAD_IN_FORWARD=0``), ``native-dense`` (native with dense entity-row gradients, a
-zero-filled ``[N, 2n]`` table each, instead of sparse ones: ``rotmem.ops.table_grad``) and
-``matmul-floor`` (just the three BLAS products of the cross-entropy, the bound below which no
-float32 provider can go). Providers
-run interleaved, round by round, so a change in machine load hits all of them alike; the CSV has
-the median and quartiles per provider and each one's speed-up over eager.
+The step is ``harness.step`` (the objective ``benchmarks/kernels.py`` times as op ``step``: Phase
+2's loss without the time-contrastive term) forward and backward: tail and head queries
+(``unrotated_query_indexed``), one 1-vs-all cross-entropy over both directions, and the N3/L4
+regulariser over the batch's rows (as ``rotmem.losses``). Providers: ``eager`` and ``compile``
+(``torch.compile``) of the reference ops, ``native``, ``native+compile``, ``native-recompute``
+(native with the CE gradients recomputed in backward, ``ROTMEM_CE_GRAD_IN_FORWARD=0``),
+``native-dense`` (native with dense entity-row gradients, a zero-filled ``[N, 2n]`` table each,
+instead of sparse ones: ``rotmem.ops.table_grad``) and ``matmul-floor`` (just the three BLAS
+products of the cross-entropy, the bound below which no float32 provider can go). Providers run
+interleaved, round by round (``harness.interleaved``), so a change in machine load hits all of them
+alike; the CSV has the median and quartiles per provider and each one's speed-up over eager.
 
     python benchmarks/native_step.py                       # ICEWS05-15 shapes, float32
     python benchmarks/native_step.py --threads 1 --rounds 5
@@ -23,22 +23,26 @@ import csv
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 from types import ModuleType
 
 import torch
 
-from rotmem.ops import ce_tiles, native, reference
-from rotmem.ops.table_grad import gather_rows
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness import TAU0, command_line, interleaved, percentile, step, timed  # noqa: E402
+
+from rotmem.ops import ce_tiles, native, reference  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "native_step.csv"
+STEP_INPUTS = ("entity", "w", "w_hat", "alpha_logit", "log_s", "log_base", "h", "r", "t", "tau")
 
 
 def make_problem(
     batch: int, n: int, entities: int, relations: int, dtype: torch.dtype, seed: int = 0
 ) -> dict:
-    """Tables (leaf tensors that require grad) and one batch of facts, as RoMem trains them."""
+    """The inputs of ``harness.step`` (tables and speeds are leaves that require grad) for one batch."""
     g = torch.Generator().manual_seed(seed)
 
     def table(rows: int) -> torch.Tensor:
@@ -48,29 +52,19 @@ def make_problem(
         "entity": table(entities),
         "w": table(relations),
         "w_hat": table(relations),
+        "alpha_logit": torch.zeros(relations, dtype=dtype, requires_grad=True),
         "log_s": torch.tensor(0.0, dtype=dtype, requires_grad=True),
         "log_base": torch.tensor(9.21, dtype=dtype, requires_grad=True),
         "h": torch.randint(0, entities, (batch,), generator=g),
         "r": torch.randint(0, relations, (batch,), generator=g),
         "t": torch.randint(0, entities, (batch,), generator=g),
-        "tau": torch.randint(0, 4017, (batch,), generator=g).to(dtype),
-        "alpha": torch.ones(batch, dtype=dtype),
+        "tau": (TAU0 + torch.randint(0, 4017, (batch,), generator=g)).to(dtype),
     }
 
 
-def step(ops: ModuleType, p: dict, sparse: bool | None = None) -> torch.Tensor:
-    """Forward and backward of ``½(CE_tail + CE_head) + 0.01·N3/B``; returns the loss. ``sparse``:
-    the entity rows' gradients sparse (default: for the fused backends, as ``rotmem.losses``)."""
-    e, w, v, h, r, t = p["entity"], p["w"], p["w_hat"], p["h"], p["r"], p["t"]
-    ht, rr = torch.cat([h, t]), torch.cat([r, r])
-    tau, alpha = torch.cat([p["tau"], p["tau"]]), torch.cat([p["alpha"], p["alpha"]])
-    angle = (tau, alpha, p["log_s"], p["log_base"], 0.0)
-    sparse = ops is not reference if sparse is None else sparse
-    candidates = torch.ops.aten.alias(e) if sparse else e  # see losses.one_vs_all_loss
-    queries = ops.unrotated_query_indexed(e, w, v, ht, rr, *angle, sparse_grad=sparse)  # tails, heads
-    loss = ops.cross_entropy_all(queries, candidates, torch.cat([t, h]))
-    rows = [gather_rows(e, ht, sparse), w.index_select(0, r), v.index_select(0, r)]
-    loss = loss + 0.01 * ops.n3(rows) / h.shape[0]
+def train_step(ops: ModuleType, p: dict, sparse: bool | None = None) -> torch.Tensor:
+    """``harness.step`` forward and backward; returns the loss."""
+    loss = step(ops, *(p[name] for name in STEP_INPUTS), sparse=sparse)
     loss.backward()
     return loss.detach()
 
@@ -116,23 +110,23 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"native backend unavailable: {native.unavailable_reason('cpu')}")
     dtype = getattr(torch, args.dtype)
     p = make_problem(args.batch, args.n, args.entities, args.relations, dtype)
-    compiled = torch.compile(step)
+    compiled = torch.compile(train_step)
 
     def recompute(ops: ModuleType, p: dict) -> torch.Tensor:
         """Native with the CE gradients recomputed in backward instead of computed in the forward sweep."""
         chosen, ce_tiles.CE_GRAD_IN_FORWARD = ce_tiles.CE_GRAD_IN_FORWARD, False
         try:
-            return step(ops, p)
+            return train_step(ops, p)
         finally:
             ce_tiles.CE_GRAD_IN_FORWARD = chosen
 
     run = {
-        "eager": lambda: step(reference, p),
+        "eager": lambda: train_step(reference, p),
         "compile": lambda: compiled(reference, p),
-        "native": lambda: step(native, p),
+        "native": lambda: train_step(native, p),
         "native+compile": lambda: compiled(native, p),
         "native-recompute": lambda: recompute(native, p),
-        "native-dense": lambda: step(native, p, sparse=False),
+        "native-dense": lambda: train_step(native, p, sparse=False),
         "matmul-floor": lambda: matmul_floor(p),
     }
     providers = args.providers.split(",")
@@ -141,15 +135,14 @@ def main(argv: list[str] | None = None) -> int:
         zero_grads(p)
         losses[name] = float(run[name]())
         run[name]()
-    times: dict[str, list[float]] = {name: [] for name in providers}
-    for _ in range(args.rounds):
-        for name in providers:
-            zero_grads(p)
-            start = time.perf_counter()
-            run[name]()
-            times[name].append((time.perf_counter() - start) * 1e3)
 
-    command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    def timer(name: str) -> float:
+        zero_grads(p)
+        return timed(run[name])
+
+    times = interleaved({name: lambda name=name: timer(name) for name in providers}, args.rounds)
+
+    command = command_line(argv)
     eager_ms = statistics.median(times["eager"]) if "eager" in times else float("nan")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     new = not args.out.exists()
@@ -174,10 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                 ]
             )
         for name in providers:
-            q25, median, q75 = (
-                statistics.quantiles(times[name], n=4) if args.rounds > 1 else [times[name][0]] * 3
-            )
-            median = statistics.median(times[name])
+            q25, median, q75 = (percentile(times[name], q) for q in (25, 50, 75))
             writer.writerow(
                 [
                     name,

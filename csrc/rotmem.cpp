@@ -6,6 +6,10 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <cstring>
+
+#include "cpu/isa.h"
+
 TORCH_LIBRARY(rotmem, m) {
   m.set_python_module("rotmem.ops.native");
   m.def("rotate(Tensor x, Tensor theta) -> Tensor");
@@ -57,16 +61,72 @@ TORCH_LIBRARY_IMPL(rotmem, CUDA, m) {
 }
 #endif
 
+// ---- the CPU instruction set (csrc/cpu/isa.h), from Python ------------------------------------
+namespace {
+using rotmem::cpu::Isa;
+
+constexpr Isa kAllIsas[] = {Isa::kAvx512, Isa::kAvx2, Isa::kBaseline};
+
+PyObject* cpu_isa(PyObject*, PyObject*) { return PyUnicode_FromString(rotmem::cpu::isa_name(rotmem::cpu::active_isa())); }
+
+// The sets this build and CPU can run, widest first.
+PyObject* supported_cpu_isas(PyObject*, PyObject*) {
+  PyObject* names = PyList_New(0);
+  for (Isa isa : kAllIsas) {
+    if (!rotmem::cpu::isa_supported(isa)) continue;
+    PyObject* name = PyUnicode_FromString(rotmem::cpu::isa_name(isa));
+    PyList_Append(names, name);
+    Py_DECREF(name);
+  }
+  return names;
+}
+
+// set_cpu_isa("avx512" | "avx2" | "baseline" | "auto"): ValueError for an unknown name or a set the
+// CPU (or this build) cannot run.
+PyObject* set_cpu_isa(PyObject*, PyObject* arg) {
+  const char* name = PyUnicode_AsUTF8(arg);
+  if (name == nullptr) return nullptr;
+  if (std::strcmp(name, "auto") == 0) {
+    rotmem::cpu::set_active_isa(rotmem::cpu::best_isa());
+    Py_RETURN_NONE;
+  }
+  for (Isa isa : kAllIsas) {
+    if (std::strcmp(name, rotmem::cpu::isa_name(isa)) != 0) continue;
+    if (!rotmem::cpu::isa_supported(isa)) {
+      PyErr_Format(PyExc_ValueError, "CPU instruction set '%s' is not supported by this CPU (or build)", name);
+      return nullptr;
+    }
+    rotmem::cpu::set_active_isa(isa);
+    Py_RETURN_NONE;
+  }
+  PyErr_Format(PyExc_ValueError, "unknown CPU instruction set '%s'; expected avx512, avx2, baseline or auto", name);
+  return nullptr;
+}
+
+PyMethodDef methods[] = {
+    {"cpu_isa", cpu_isa, METH_NOARGS, "The instruction set the CPU kernels use now."},
+    {"supported_cpu_isas", supported_cpu_isas, METH_NOARGS, "Instruction sets this build and CPU can run."},
+    {"set_cpu_isa", set_cpu_isa, METH_O, "Force an instruction set: avx512, avx2, baseline or auto."},
+    {nullptr, nullptr, 0, nullptr}};
+}  // namespace
+
 extern "C" {
-// `import rotmem._C` loads this library, which registers the ops above; the module itself is empty
-// but for WITH_CUDA (1 when the CUDA kernels were compiled in).
+// `import rotmem._C` loads this library, which registers the ops above. The module has WITH_CUDA
+// (1 when the CUDA kernels were compiled in), COMPILED_CPU_ISAS (the instruction sets the CPU
+// kernels were compiled for) and the three functions above.
 PyMODINIT_FUNC PyInit__C(void) {
-  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};
   PyObject* module = PyModule_Create(&module_def);
+  if (module == nullptr) return nullptr;
 #ifdef WITH_CUDA
   PyModule_AddIntConstant(module, "WITH_CUDA", 1);
 #else
   PyModule_AddIntConstant(module, "WITH_CUDA", 0);
+#endif
+#if ROTMEM_X86_ISAS
+  PyModule_AddObject(module, "COMPILED_CPU_ISAS", Py_BuildValue("(sss)", "avx512", "avx2", "baseline"));
+#else
+  PyModule_AddObject(module, "COMPILED_CPU_ISAS", Py_BuildValue("(s)", "baseline"));
 #endif
   return module;
 }

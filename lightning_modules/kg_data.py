@@ -6,6 +6,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
+from lightning_modules.resumable_loader import ResumableDataLoader
 from rotmem.data import TemporalKG, load_dataset, split_by_time
 from rotmem.data.negatives import SlotDays, SlotIndex, conflict_aware_negatives, negative_times
 
@@ -87,7 +88,7 @@ class TemporalKGDataModule(pl.LightningDataModule):
         return batch
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(
+        return ResumableDataLoader(  # a DataLoader whose mid-epoch checkpoints resume exactly
             range(self.kg.train.shape[0]),
             batch_size=self.hparams.batch_size,
             shuffle=True,

@@ -194,7 +194,7 @@ class GatePretrainModule(pl.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
 
 
-# What ``rotmem gate pretrain`` uses without a config (= configs/gate-icews05-15.yaml): the paper's
+# What ``rotmem gate pretrain`` uses without a config (= the packaged config gate-icews05-15): the paper's
 # Adam 5e-4 x 100 epochs leaves the MLP far from convergence on MiniLM embeddings (see that config).
 CLI_DEFAULTS = {"model.lr": 1e-2, "trainer.max_epochs": 200}
 

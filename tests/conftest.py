@@ -26,10 +26,14 @@ def icews_dir() -> Path | None:
 
 @pytest.fixture(scope="session")
 def icews():
-    """ICEWS05-15, loaded once; skipped (with the reason) when the data directory is absent."""
+    """ICEWS05-15, loaded once; skipped (with the reason) when the data directory is absent, or a
+    failure under ``ROTMEM_REQUIRE_ICEWS=1`` (CI, ``.ci/run``)."""
     path = icews_dir()
     if path is None:
-        pytest.skip("ICEWS05-15 not found: set ROTMEM_DATA_DIR to a folder holding icews05-15/")
+        why = "ICEWS05-15 not found: set ROTMEM_DATA_DIR to a folder holding icews05-15/"
+        if os.environ.get("ROTMEM_REQUIRE_ICEWS") == "1":
+            pytest.fail(f"{why} (ROTMEM_REQUIRE_ICEWS=1)")
+        pytest.skip(why)
     from rotmem import load_dataset
 
     return load_dataset(path)
@@ -38,3 +42,25 @@ def icews():
 @pytest.fixture(scope="session")
 def synthetic():
     return synthetic_kg()
+
+
+CPU_ISAS = ("avx512", "avx2", "baseline")
+
+
+@pytest.fixture(params=CPU_ISAS)
+def cpu_isa(request):
+    """Runs the test once per instruction set of the native CPU kernels (``csrc/cpu/isa.h``), forced
+    as ``ROTMEM_CPU_ISA`` would; a set this CPU cannot execute shows as skipped. Tests on ``cuda``
+    run once (the set does not touch CUDA kernels)."""
+    from rotmem.ops import native
+
+    if not native.is_available("cpu"):
+        pytest.skip(native.unavailable_reason("cpu"))
+    supported = native.supported_cpu_isas()
+    if request.param not in supported:
+        pytest.skip(f"this CPU cannot run {request.param} (it runs {', '.join(supported)})")
+    params = getattr(request.node, "callspec", None)
+    if params is not None and params.params.get("device") == "cuda" and request.param != supported[0]:
+        pytest.skip("the CPU instruction set does not change CUDA kernels")
+    with native.forced_cpu_isa(request.param):
+        yield request.param

@@ -55,3 +55,47 @@ def test_evaluate_gives_a_model_whose_scores_all_tie_about_one_over_n(tmp_path, 
     result = json.loads(capsys.readouterr().out)
     for kind in ("time-aware", "static"):
         assert 2 / (kg.num_entities + 1) <= result[f"{kind}/realistic"]["mrr"] < 3 / kg.num_entities
+
+
+def test_packaged_configs_resolve_by_name_and_paths_stay_paths(tmp_path):
+    from rotmem import configs
+    from rotmem.cli import resolve_configs
+
+    assert {"synthetic", "icews05-15-cpu", "gate-icews05-15"} <= set(configs.names())
+    packaged = configs.resolve("synthetic")
+    assert (
+        packaged.is_file() and packaged.parent.name == "configs" and packaged.parent.parent.name == "rotmem"
+    )
+    assert configs.resolve("synthetic.yaml") == packaged
+    assert configs.resolve("configs/synthetic.yaml") == packaged  # the checkout's old configs/ folder
+    own = tmp_path / "synthetic.yaml"
+    own.write_text("seed_everything: 1\n")
+    assert configs.resolve(own) == own  # an existing file wins over the packaged config of its name
+    with pytest.raises(FileNotFoundError, match=r"config 'nope': no such file, and not a packaged config"):
+        configs.resolve("nope")
+    argv = resolve_configs(["fit", "--config", "synthetic", "--config=ablation-no-gate", "--data.seed", "1"])
+    assert argv == ["fit", "--config", str(packaged), f"--config={configs.resolve('ablation-no-gate')}"] + [
+        "--data.seed",
+        "1",
+    ]
+
+
+def test_fit_accepts_a_packaged_config_name(tmp_path):
+    argv = ["fit", "--config", "synthetic", "--model.speed", "constant", "--model.gate_path", "null"]
+    argv += [
+        "--trainer.max_epochs",
+        "1",
+        "--trainer.limit_train_batches",
+        "2",
+        "--trainer.limit_val_batches",
+        "1",
+    ]
+    argv += ["--trainer.check_val_every_n_epoch", "1", "--trainer.enable_progress_bar", "false"]
+    argv += [
+        "--trainer.default_root_dir",
+        str(tmp_path),
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path),
+    ]
+    assert main(argv) == 0
+    assert list(tmp_path.rglob("last.ckpt"))

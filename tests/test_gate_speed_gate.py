@@ -217,7 +217,7 @@ def test_cli_pretrain_writes_gate_and_alpha_table(tmp_path, synthetic_gate, caps
     metadata = SemanticSpeedGate.load(out / "gate.pt").metadata
     assert (
         metadata["epochs"] == 3 and metadata["lr"] == 1e-2
-    )  # the CLI's default (configs/gate-icews05-15.yaml)
+    )  # the CLI's default (the packaged config gate-icews05-15)
     assert metadata["template"] == "They {relation}."
     assert metadata["mining"]["pairs"] > 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -131,3 +132,28 @@ def test_bfloat16_model_keeps_single_days_apart():
     assert not torch.equal(queries[0], queries[1])
     scores = [model.score(h, r, t, d) for d in days]
     assert not torch.equal(scores[0], scores[1])
+
+
+def test_gate_speeds_must_be_set_before_use(tmp_path):
+    """speed="gate" before set_speeds (or a loaded checkpoint) raises instead of silently using alpha = 1."""
+    model = small_model(speed="gate")
+    h, r = torch.tensor([0, 1]), torch.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="speed='gate' but no speeds were set"):
+        model.score_tails(h, r, 150.0)
+    model.speed.set_speeds(torch.tensor([0.25, 1.0, 0.0, 0.5]))
+    expected = model.score_tails(h, r, 150.0)
+    model.save(str(tmp_path / "m.pt"))
+    loaded = load_model(tmp_path / "m.pt")  # the speeds travel in the state dict
+    torch.testing.assert_close(loaded.score_tails(h, r, 150.0), expected, rtol=0, atol=0)
+
+
+def test_days_far_from_tau0_warn_about_float32_angles():
+    h, r = torch.tensor([0]), torch.tensor([1])
+    far = RoMem(13, 4, dim=12, k=3, tau0=0.0)
+    with pytest.warns(RuntimeWarning, match=r"days up to 16,000 from tau0=0; float32 angles"):
+        far.score_tails(h, r, 16000.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        far.score_tails(h, r, 16000.0)  # once per model
+        RoMem(13, 4, dim=12, k=3, tau0=12784.0).score_tails(h, r, 16000.0)  # 3216 days: fine
+        RoMem(13, 4, dim=12, k=3, tau0=0.0).double().score_tails(h, r, 16000.0)  # float64 angles

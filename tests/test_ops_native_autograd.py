@@ -149,8 +149,14 @@ def test_opcheck_n3():
 # --- torch.compile -------------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("cpu_isa")
 def test_compiled_step_equals_eager():
-    """A training step (queries, fused CE, N3) compiled with fullgraph=True matches eager native."""
+    """A training step (queries, fused CE, N3) compiled with fullgraph=True matches eager native.
+
+    Compiled and eager run the same kernels; only the glue around them (scaling, sums of the loss
+    terms) may round in another order: a few float32 ulp of values of order 1, so 1e-5. Against the
+    reference: the native-vs-torch differences of test_ops_native_model (angles up to 20 rad here), 1e-4.
+    """
     torch._dynamo.reset()
     args = indexed_args(batch=12, n=5, entities=20, relations=4)
     tables = [a.detach().float().requires_grad_() for a in args[:3]]

@@ -15,6 +15,13 @@ from rotmem.models.romem import RoMem
 from rotmem.ops import backend, native
 
 pytestmark = pytest.mark.skipif(not native.is_available("cpu"), reason=native.unavailable_reason("cpu"))
+# The native and torch backends compute the same float32 formulas in other orders (fused kernels,
+# tiles): each value differs by a few roundings of the terms it sums. Here values are of order 1,
+# sums have at most ~100 terms (dim 36, 40 entities, 25 facts), and the angles reach
+# 0.05 rad/day * 4000 days = 200 rad, whose float32 rounding (ulp(200) / 2 = 7.6e-6 rad) moves a sine
+# by as much, so one backend may round it differently from the other. Hence 1e-5 on the loss and
+# scores, and on gradients, which sum such terms with cancellation, 1e-4 relative with 1e-6 absolute
+# for the near-zero entries.
 
 
 def make_model(backbone: str, speed: str) -> tuple[RoMem, torch.Tensor, torch.Tensor]:
@@ -48,6 +55,7 @@ def loss_and_grads(model, facts, negative_days, kind):
     return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
+@pytest.mark.usefixtures("cpu_isa")
 @pytest.mark.parametrize("backbone", ["chronor", "distmult"])
 @pytest.mark.parametrize("speed, kind", [("constant", "l4"), ("learned", "modulus3")])
 def test_training_loss_and_gradients_match_torch_backend(monkeypatch, backbone, speed, kind):
@@ -65,6 +73,7 @@ def test_training_loss_and_gradients_match_torch_backend(monkeypatch, backbone, 
         )
 
 
+@pytest.mark.usefixtures("cpu_isa")
 def test_scores_match_torch_backend(monkeypatch):
     model, facts, negative_days = make_model("chronor", "learned")
     h, r, t, day = facts.unbind(1)
@@ -180,29 +189,47 @@ def test_bad_ids_on_cuda_fail_on_the_device_naming_the_input(ids):
     assert DEVICE_ASSERTS[ids] in output, output[-2000:]
 
 
-def test_without_the_extension_the_backend_says_how_to_build_it():
-    """A pure-Python install (ROTMEM_SKIP_NATIVE=1): native reports why, and the CPU falls back to torch."""
-    code = """
+@pytest.mark.parametrize(
+    "error",
+    [
+        "No module named 'rotmem._C'",  # a pure-Python install (ROTMEM_SKIP_NATIVE=1)
+        "/x/rotmem/_C.so: undefined symbol: _ZN3c106detail14torchCheckFailEv",  # built against another torch
+    ],
+)
+def test_without_the_extension_the_backend_warns_once_and_says_how_to_rebuild(error):
+    """rotmem._C failing to import: one warning with the reason and the rebuild command, native reports
+    why, and the CPU falls back to torch; ROTMEM_BACKEND=torch (a deliberate choice) silences it."""
+    code = f"""
 import importlib.abc, sys
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name == "rotmem._C":
-            raise ImportError("No module named 'rotmem._C'")
+            raise ImportError({error!r})
 sys.meta_path.insert(0, Block())
 import torch
+from rotmem import ops
 from rotmem.ops import backend, native
 assert not native.is_available("cpu")
 print(native.unavailable_reason("cpu"))
 print(backend.backend_name(torch.device("cpu")))
+ops.rotate(torch.ones(1, 2), torch.ones(1, 1)); ops.rotate(torch.ones(1, 2), torch.ones(1, 1))
 """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     env.pop("ROTMEM_BACKEND", None)
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
-    ).stdout
-    reason, chosen = out.strip().splitlines()
-    assert "rotmem._C is not built" in reason and "--no-build-isolation" in reason
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    reason, chosen = run.stdout.strip().splitlines()
+    assert f"rotmem._C did not load ({error})" in reason and "--no-build-isolation" in reason
     assert chosen == "torch"
+    assert run.stderr.count("RuntimeWarning: rotmem: the native kernels (rotmem._C) did not load") == 1
+    assert error in run.stderr and "pip install --no-build-isolation -e ." in run.stderr
+    quiet = subprocess.run(
+        [sys.executable, "-c", code.replace('print(backend.backend_name(torch.device("cpu")))', "print()")],
+        capture_output=True,
+        text=True,
+        env={**env, "ROTMEM_BACKEND": "torch"},
+        check=True,
+    )
+    assert "RuntimeWarning" not in quiet.stderr
 
 
 def test_rotmem_backend_names_a_bad_value(monkeypatch):
@@ -213,3 +240,23 @@ def test_rotmem_backend_names_a_bad_value(monkeypatch):
         backend.backend_name(torch.device("cpu"))
     monkeypatch.setenv("ROTMEM_BACKEND", " Auto ")  # automatic, as when unset
     assert backend.backend_name(torch.device("cpu")) == "native"
+
+
+def test_rotmem_cpu_isa_forces_an_instruction_set():
+    """ROTMEM_CPU_ISA picks the kernels' instruction set at import; a bad or unsupported one is named."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    code = "from rotmem.ops import native; print(native.cpu_isa())"
+    for name in native.supported_cpu_isas():
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env={**env, "ROTMEM_CPU_ISA": name}
+        )
+        assert out.stdout.strip() == name, out.stderr
+    bad = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**env, "ROTMEM_CPU_ISA": "sse9"}
+    )
+    assert bad.returncode != 0
+    assert "ROTMEM_CPU_ISA='sse9': unknown CPU instruction set 'sse9'" in bad.stderr
+
+
+def test_cpu_isa_fixture_runs_each_instruction_set(cpu_isa):
+    assert native.cpu_isa() == cpu_isa

@@ -1,28 +1,28 @@
 // Vectorisable row reductions for the CPU cross-entropy tiles (float rows).
 //
 // libm's expf is scalar; this exp (Cody-Waite reduction + degree-6 polynomial, the Cephes expf
-// scheme, max error about 2 ulp) is plain arithmetic that the compiler turns into SIMD code. On
-// x86-64 each function is compiled for AVX-512, AVX2 and the baseline and picked at load time
-// (GCC/Clang target_clones), so one wheel runs everywhere and uses the widest unit present.
+// scheme, max error about 2 ulp) is plain arithmetic that the compiler turns into SIMD code. Each
+// row loop is compiled for AVX-512, AVX2 and the baseline (row_math_isa.h) and the one of the active
+// instruction set runs (isa.h), so one wheel runs everywhere and uses the widest unit present.
 #pragma once
 
+#include <bit>
 #include <cstdint>
-#include <cstring>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
-#define ROTMEM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ROTMEM_CLONES
-#endif
+#include "isa.h"
 
 namespace rotmem::cpu {
 
-inline float exp_approx(float x) {
-  // Inputs here are <= 0 (logits minus a running max); the clamp keeps 2^k finite.
-  x = x < -87.33654f ? -87.33654f : (x > 88.37626f ? 88.37626f : x);
+// exp(x) to about 2 ulp, clamped to x in [-87.3, 88.3] so that 2^k stays a normal float (callers
+// pass logits minus a running maximum, x <= 0). Two plain selects: GCC vectorises them only under
+// -fno-trapping-math (setup.py sets it), else a float select is control flow and the loop runs
+// scalar for AVX2 and SSE.
+__attribute__((always_inline)) inline float exp_approx(float x) {
+  x = x < -87.33654f ? -87.33654f : x;
+  x = x > 88.37626f ? 88.37626f : x;
   const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to the nearest integer
   const float k = (x * 1.44269504088896341f + magic) - magic;
-  const float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;
+  const float r = (x - k * 0.693359375f) + k * 2.12194440e-4f;  // x - k ln 2 in two parts (Cody-Waite)
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -30,48 +30,44 @@ inline float exp_approx(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
+  return p * std::bit_cast<float>((static_cast<int32_t>(k) + 127) << 23);  // p * 2^k
 }
 
-ROTMEM_CLONES inline float row_max(const float* x, int64_t n) {
-  float m = -__builtin_inff();
-#pragma omp simd reduction(max : m)
-  for (int64_t k = 0; k < n; ++k) m = x[k] > m ? x[k] : m;
-  return m;
-}
+}  // namespace rotmem::cpu
+
+#if ROTMEM_X86_ISAS
+#define ROTMEM_ISA_NS avx512
+#define ROTMEM_ISA_TARGET ROTMEM_TARGET_AVX512
+#include "row_math_isa.h"
+#undef ROTMEM_ISA_NS
+#undef ROTMEM_ISA_TARGET
+#define ROTMEM_ISA_NS avx2
+#define ROTMEM_ISA_TARGET ROTMEM_TARGET_AVX2
+#include "row_math_isa.h"
+#undef ROTMEM_ISA_NS
+#undef ROTMEM_ISA_TARGET
+#endif
+#define ROTMEM_ISA_NS baseline
+#define ROTMEM_ISA_TARGET
+#include "row_math_isa.h"
+#undef ROTMEM_ISA_NS
+#undef ROTMEM_ISA_TARGET
+
+namespace rotmem::cpu {
+
+inline float row_max(const float* x, int64_t n) { ROTMEM_ISA_DISPATCH(row_max, x, n) }
 
 // sum_k exp(x_k - shift)
-ROTMEM_CLONES inline float row_sum_exp(const float* x, int64_t n, float shift) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t k = 0; k < n; ++k) s += exp_approx(x[k] - shift);
-  return s;
-}
+inline float row_sum_exp(const float* x, int64_t n, float shift) { ROTMEM_ISA_DISPATCH(row_sum_exp, x, n, shift) }
 
 // x_k <- exp(x_k - shift), returning their sum
-ROTMEM_CLONES inline float row_exp_inplace(float* x, int64_t n, float shift) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t k = 0; k < n; ++k) {
-    const float e = exp_approx(x[k] - shift);
-    x[k] = e;
-    s += e;
-  }
-  return s;
-}
+inline float row_exp_inplace(float* x, int64_t n, float shift) { ROTMEM_ISA_DISPATCH(row_exp_inplace, x, n, shift) }
 
 // x_k <- scale * exp(x_k - shift)
-ROTMEM_CLONES inline void row_scaled_exp(float* x, int64_t n, float shift, float scale) {
-#pragma omp simd
-  for (int64_t k = 0; k < n; ++k) x[k] = scale * exp_approx(x[k] - shift);
+inline void row_scaled_exp(float* x, int64_t n, float shift, float scale) {
+  ROTMEM_ISA_DISPATCH(row_scaled_exp, x, n, shift, scale)
 }
 
-ROTMEM_CLONES inline void row_scale(float* x, int64_t n, float scale) {
-#pragma omp simd
-  for (int64_t k = 0; k < n; ++k) x[k] *= scale;
-}
+inline void row_scale(float* x, int64_t n, float scale) { ROTMEM_ISA_DISPATCH(row_scale, x, n, scale) }
 
 }  // namespace rotmem::cpu

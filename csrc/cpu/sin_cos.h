@@ -5,7 +5,8 @@
 // into three parts so the reduction is exact for |t| <= 8192) and evaluated with the Cephes
 // sinf/cosf minimax polynomials (max error about 1 ulp on that range). The loops are plain
 // arithmetic and selects with a fixed trip count, so they become SIMD code without a scalar tail;
-// like row_math.h they are compiled for AVX-512, AVX2 and the baseline and picked at load time.
+// like row_math.h they are compiled for AVX-512, AVX2 and the baseline (sin_cos_isa.h) and the
+// active instruction set's copy runs (isa.h).
 // Angles beyond 8192 rad (or NaN / inf) are redone with libm afterwards, so every input gets
 // libm-quality results. Doubles always use libm.
 #pragma once
@@ -13,7 +14,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "row_math.h"
+#include "isa.h"
 
 namespace rotmem::cpu {
 
@@ -45,24 +46,34 @@ inline void redo_far_angles(const float* t, float* s, float* c) {
   }
 }
 
+}  // namespace rotmem::cpu
+
+#if ROTMEM_X86_ISAS
+#define ROTMEM_ISA_NS avx512
+#define ROTMEM_ISA_TARGET ROTMEM_TARGET_AVX512
+#include "sin_cos_isa.h"
+#undef ROTMEM_ISA_NS
+#undef ROTMEM_ISA_TARGET
+#define ROTMEM_ISA_NS avx2
+#define ROTMEM_ISA_TARGET ROTMEM_TARGET_AVX2
+#include "sin_cos_isa.h"
+#undef ROTMEM_ISA_NS
+#undef ROTMEM_ISA_TARGET
+#endif
+#define ROTMEM_ISA_NS baseline
+#define ROTMEM_ISA_TARGET
+#include "sin_cos_isa.h"
+#undef ROTMEM_ISA_NS
+#undef ROTMEM_ISA_TARGET
+
+namespace rotmem::cpu {
+
 // s[i], c[i] = sin, cos of t[i] for the kSinCosBlock angles at t.
-ROTMEM_CLONES inline void sin_cos_block(const float* t, float* s, float* c) {
-  int far = 0;
-#pragma omp simd reduction(| : far)
-  for (int64_t i = 0; i < kSinCosBlock; ++i) far |= sin_cos_reduced(t[i], s[i], c[i]);
-  if (far) redo_far_angles(t, s, c);
-}
+inline void sin_cos_block(const float* t, float* s, float* c) { ROTMEM_ISA_DISPATCH(sin_cos_block, t, s, c) }
 
 // The same for the angles speed * omega[i] (the fused query's theta_j), never stored in memory.
-ROTMEM_CLONES inline void sin_cos_scaled_block(float speed, const float* omega, float* s, float* c) {
-  int far = 0;
-#pragma omp simd reduction(| : far)
-  for (int64_t i = 0; i < kSinCosBlock; ++i) far |= sin_cos_reduced(speed * omega[i], s[i], c[i]);
-  if (far) {
-    float t[kSinCosBlock];
-    for (int64_t i = 0; i < kSinCosBlock; ++i) t[i] = speed * omega[i];
-    redo_far_angles(t, s, c);
-  }
+inline void sin_cos_scaled_block(float speed, const float* omega, float* s, float* c) {
+  ROTMEM_ISA_DISPATCH(sin_cos_scaled_block, speed, omega, s, c)
 }
 
 inline void sin_cos_block(const double* t, double* s, double* c) {

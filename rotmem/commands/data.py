@@ -21,10 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_fetch(args: argparse.Namespace) -> int:
     from rotmem.data.registry import fetch
 
-    try:
-        path = fetch(args.name, args.dest)
-    except (RuntimeError, KeyError) as exc:
-        raise SystemExit(f"rotmem data fetch: {exc}") from None
+    path = fetch(args.name, args.dest)
     print(f"{args.name}: verified in {path}")
     return 0
 

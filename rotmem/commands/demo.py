@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+from rotmem import configs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,12 +22,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rotmem.extras import require_training
+
+    require_training("rotmem demo")
     from lightning_modules.cli import run_lightning_cli
     from rotmem import evaluate, load_model
-    from rotmem.data import find_dataset
+    from rotmem.data import find_dataset, load_dataset
 
     data = args.data or ("icews05-15" if find_dataset("icews05-15", args.data_dir) else "synthetic")
-    config = CONFIGS / ("synthetic.yaml" if data == "synthetic" else "icews05-15-cpu.yaml")
+    if data != "synthetic" and not Path(data).is_dir() and find_dataset(data, args.data_dir) is None:
+        load_dataset(data, args.data_dir)  # raises the error that says where it looked, before any work
+    config = configs.resolve("synthetic" if data == "synthetic" else "icews05-15-cpu")
     argv = ["fit", "--config", str(config), "--data.dataset", data]
     argv += ["--trainer.default_root_dir", args.out, "--trainer.logger.init_args.save_dir", args.out]
     if args.data_dir:
@@ -63,7 +68,7 @@ def ensure_gate(config: Path, data: str, data_dir: str | None) -> None:
     """Run Phase 1 (``rotmem gate pretrain``) first when the config's gate file does not exist."""
     import yaml
 
-    from rotmem.cli import main
+    from rotmem.cli import run
 
     model = yaml.safe_load(config.read_text()).get("model", {})
     if model.get("speed") != "gate":
@@ -73,7 +78,7 @@ def ensure_gate(config: Path, data: str, data_dir: str | None) -> None:
         return
     print(f"rotmem demo: no gate at {gate_path}; pretraining it (Phase 1) first", flush=True)
     argv = ["gate", "pretrain", "--data", data, "--out", str(gate_path.parent)]
-    main(argv + (["--data-dir", data_dir] if data_dir else []))
+    run(argv + (["--data-dir", data_dir] if data_dir else []))
 
 
 def _top(model, scores, k: int = 3) -> list[str]:

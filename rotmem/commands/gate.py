@@ -4,7 +4,7 @@
 transitions from the training split, fits the gate and writes ``DIR/gate.pt``, ``DIR/alpha.csv``
 (relation, alpha, change_rate, pairs) and ``DIR/transitions.json`` (mining summary and fit).
 ``DIR`` defaults to ``~/.cache/rotmem/gates/<dataset>/``, where Phase-2 configs look for it.
-Without ``--config`` the settings are those of ``configs/gate-icews05-15.yaml`` (the paper's filters
+Without ``--config`` the settings are those of the packaged config ``gate-icews05-15`` (the paper's filters
 and loss; Adam 1e-2 for 200 epochs instead of the paper's 5e-4 x 100, which underfits MiniLM; each
 relation embedded as the sentence "They <relation>.").
 
@@ -35,7 +35,7 @@ def register(subparsers) -> None:
     sub = parser.add_subparsers(dest="gate_command", required=True, metavar="ACTION")
 
     pretrain = sub.add_parser("pretrain", help="Phase 1: fit the gate to transitions of a training split")
-    pretrain.add_argument("--config", help="a YAML config (e.g. configs/gate-icews05-15.yaml)")
+    pretrain.add_argument("--config", help="a YAML file or a packaged config name (e.g. gate-icews05-15)")
     pretrain.add_argument("--data", help="dataset name or directory (default: the config's, else icews05-15)")
     pretrain.add_argument(
         "--data-dir", help="folder that holds the dataset (default: $ROTMEM_DATA_DIR, cache)"
@@ -59,7 +59,9 @@ def register(subparsers) -> None:
 
 def lightning_args(args: argparse.Namespace) -> list[str]:
     """The command's options as GateCLI arguments (explicit options override the config)."""
-    argv = ["--config", args.config] if args.config else []
+    from rotmem import configs
+
+    argv = ["--config", str(configs.resolve(args.config))] if args.config else []
     overrides = {
         "--data.dataset": args.data,
         "--data.data_dir": args.data_dir,
@@ -78,6 +80,10 @@ def lightning_args(args: argparse.Namespace) -> list[str]:
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
+    from rotmem.extras import require, require_training
+
+    require_training("rotmem gate pretrain")
+    require("sentence_transformers", "rotmem gate pretrain (the relation encoder)")
     from lightning_modules.phase1_gate import (
         TRAINER_DEFAULTS,
         GateCLI,

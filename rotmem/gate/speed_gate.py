@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from rotmem.errors import BadCheckpointError, InputFileNotFoundError, describe
 from rotmem.gate.encoder import DEFAULT_ENCODER, RelationEncoder
 
 CHECKPOINT_FORMAT = "rotmem.semantic_speed_gate"
@@ -124,13 +125,16 @@ class SemanticSpeedGate(nn.Module):
         """A gate written by ``save``, in eval mode on the CPU (optionally with a given encoder)."""
         path = Path(path).expanduser()
         if not path.is_file():
-            raise FileNotFoundError(
+            raise InputFileNotFoundError(
                 f"no Semantic Speed Gate at {path}: pretrain one with "
                 f"`rotmem gate pretrain --data <dataset> --out {path.parent}`"
             )
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # noqa: BLE001 - torch raises many kinds for a bad file
+            raise BadCheckpointError(f"{path}: not a readable gate checkpoint ({describe(error)})") from None
         if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(
+            raise BadCheckpointError(
                 f"{path} is not a Semantic Speed Gate checkpoint (written by SemanticSpeedGate.save)"
             )
         template = payload.get("template", BARE_TEMPLATE)  # version 1 gates embedded the bare text

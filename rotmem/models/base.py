@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from rotmem import ops
+from rotmem.errors import UnknownNameError
 
 
 def as_days(tau: torch.Tensor | float, like: torch.Tensor) -> torch.Tensor:
@@ -125,11 +126,11 @@ class TemporalKGE(nn.Module):
         self._relation_ids = {r: i for i, r in enumerate(self.relations)}
 
     def entity_ids(self, names: Sequence[str]) -> torch.Tensor:
-        """Ids of entity strings; a KeyError names every unknown one."""
+        """Ids of entity strings; an ``UnknownNameError`` (a KeyError) names every unknown one."""
         return self._ids(names, ("entity", "entities"), getattr(self, "_entity_ids", None))
 
     def relation_ids(self, names: Sequence[str]) -> torch.Tensor:
-        """Ids of relation strings; a KeyError names every unknown one."""
+        """Ids of relation strings; an ``UnknownNameError`` (a KeyError) names every unknown one."""
         return self._ids(names, ("relation", "relations"), getattr(self, "_relation_ids", None))
 
     def _ids(self, names: Sequence[str], kind: tuple[str, str], table: dict[str, int] | None) -> torch.Tensor:
@@ -137,7 +138,7 @@ class TemporalKGE(nn.Module):
             raise RuntimeError("this model has no vocabulary; load it with rotmem.load_model")
         unknown = [name for name in names if name not in table]
         if unknown:
-            raise KeyError(f"unknown {kind[len(unknown) > 1]}: {unknown}")
+            raise UnknownNameError(f"unknown {kind[len(unknown) > 1]}: {unknown}")
         return torch.tensor([table[name] for name in names], device=self.entity.device)
 
     # --- persistence ------------------------------------------------------------------------

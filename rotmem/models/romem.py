@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -12,6 +14,11 @@ from rotmem.models.speeds import RelationSpeed
 from rotmem.ops.table_grad import gather_rows
 
 BACKBONES = ("chronor", "distmult")
+# Beyond this many days from tau0 a float32 angle alpha * s * (tau - tau0) * omega keeps fewer than
+# 2^24 / 8192 = 2048 steps per radian at s = 1 rad/day: about 5e-4 rad of rounding, against the
+# per-day rotation it has to resolve. A tau0 within the data (Phase 2: the first training day)
+# keeps ICEWS05-15's 4017 days below it; tau0 = 0 puts its days 12,784-16,800 above it.
+FLOAT32_DAY_RANGE = 8192.0
 
 
 def complex_dims(dim: int, k: int) -> int:
@@ -70,6 +77,7 @@ class RoMem(TemporalKGE):
         self.w_hat = table(num_relations) if backbone == "chronor" else None
         self.spectrum = TemporalSpectrum(self.n, tau0=tau0, init_s=init_s, init_base=init_base)
         self.speed = RelationSpeed(num_relations, source=speed)
+        self._days_checked = False
 
     @property
     def tau0(self) -> float:
@@ -85,11 +93,29 @@ class RoMem(TemporalKGE):
         return self.spectrum(self.alpha(r), as_days(tau, r))
 
     # --- queries ----------------------------------------------------------------------------
+    def check_day_range(self, tau: torch.Tensor) -> None:
+        """Warn (once per model) when float32 angles are asked for days far from tau0."""
+        if self._days_checked or torch.compiler.is_compiling() or tau.numel() == 0:
+            return
+        self._days_checked = True
+        if torch.promote_types(self.entity.dtype, torch.float32) != torch.float32:
+            return  # float64 angles
+        far = float((tau.detach().double() - self.tau0).abs().max())
+        if far > FLOAT32_DAY_RANGE:
+            warnings.warn(
+                f"RoMem: days up to {far:,.0f} from tau0={self.tau0:g}; float32 angles there carry about "
+                f"{far * 2**-24:.1e} x s rad of rounding. Set tau0 to a day near the data "
+                f"(RoMem(..., tau0=kg.first_day); Phase 2 does), or use float64.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
     def _query(
         self, e: torch.Tensor, r: torch.Tensor, tau: torch.Tensor, head: torch.Tensor, sparse_grad: bool
     ) -> torch.Tensor:
         # f is symmetric in h and t: a head query is built as a tail query from the tail.
         # Days stay at least float32: bfloat16 rounds days near 16,000 to 64-day steps.
+        self.check_day_range(tau)
         return ops.unrotated_query_indexed(
             self.entity,
             self.w,
@@ -123,6 +149,7 @@ class RoMem(TemporalKGE):
         ``sparse_grad``: the entity table's gradient is sparse (``rotmem.ops.table_grad``).
         """
         tau = as_days(tau, r)
+        self.check_day_range(tau)
         e_h, e_t = gather_rows(self.entity, h, sparse_grad), gather_rows(self.entity, t, sparse_grad)
         alpha, rel = self.alpha(r), self.relation_vector(r)
         if tau.dim() == r.dim() + 1:  # several times per fact

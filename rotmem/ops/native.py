@@ -23,22 +23,83 @@ its gradients in the forward sweep, is ``rotmem.ops.ce_tiles``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import os
+import warnings
+from collections.abc import Iterator, Sequence
 
 import torch
 
 from rotmem.ops import ce_tiles
 from rotmem.ops.table_grad import is_traced, table_gradient
 
+_BUILD_HINT = (
+    "rebuild it against the torch installed now with `pip install --no-build-isolation -e .` in the "
+    "checkout (or reinstall the rotmem wheel built for this torch)"
+)
 try:
     from rotmem import _C
-except ImportError as error:  # the extension was not built (e.g. ROTMEM_SKIP_NATIVE=1)
+except ImportError as error:  # not built (ROTMEM_SKIP_NATIVE=1), or built against another torch
     _C = None
-    _IMPORT_ERROR = str(error)
+    _IMPORT_ERROR = str(error).splitlines()[0]
+    if os.environ.get("ROTMEM_BACKEND", "").strip().lower() not in ("torch", "triton"):
+        # once per process (this module is imported once); ROTMEM_BACKEND=torch says it is intended
+        warnings.warn(
+            f"rotmem: the native kernels (rotmem._C) did not load ({_IMPORT_ERROR}); CPU ops fall back "
+            f"to the slower torch backend. To fix, {_BUILD_HINT}; to silence, set ROTMEM_BACKEND=torch.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 _REDUCTIONS = ("mean", "sum", "none")
 _N3_KINDS = ("l4", "modulus3")
-_BUILD_HINT = "build it with `pip install --no-build-isolation -e .` (torch must already be installed)"
+
+
+# --- the CPU instruction set (csrc/cpu/isa.h) -----------------------------------------------------
+
+
+def cpu_isa() -> str | None:
+    """The instruction set the CPU kernels' SIMD loops use now (``avx512``, ``avx2``, ``baseline``)."""
+    return None if _C is None else _C.cpu_isa()
+
+
+def supported_cpu_isas() -> list[str]:
+    """The instruction sets this build and CPU can run, widest first (empty without the extension)."""
+    return [] if _C is None else list(_C.supported_cpu_isas())
+
+
+def set_cpu_isa(name: str) -> None:
+    """Run the CPU kernels with ``name`` (``avx512``, ``avx2``, ``baseline``, or ``auto``: the widest).
+
+    A set this CPU cannot execute, or an unknown name, raises ``ValueError``.
+    """
+    if _C is None:
+        raise RuntimeError(f"the extension rotmem._C is not loaded ({_IMPORT_ERROR})")
+    try:
+        _C.set_cpu_isa(name)
+    except ValueError as error:
+        raise ValueError(f"{error}; this machine runs {supported_cpu_isas()}") from None
+
+
+@contextlib.contextmanager
+def forced_cpu_isa(name: str) -> Iterator[None]:
+    """Run the CPU kernels with instruction set ``name`` inside the block (tests)."""
+    before = cpu_isa()
+    set_cpu_isa(name)
+    try:
+        yield
+    finally:
+        set_cpu_isa(before)
+
+
+def _select_cpu_isa_from_environment() -> None:
+    """``ROTMEM_CPU_ISA=avx512|avx2|baseline`` forces a narrower instruction set than the CPU's widest."""
+    name = os.environ.get("ROTMEM_CPU_ISA", "").strip().lower()
+    if name:
+        try:
+            set_cpu_isa(name)
+        except ValueError as error:
+            raise ValueError(f"ROTMEM_CPU_ISA={name!r}: {error}") from None
 
 
 def is_available(device_type: str) -> bool:
@@ -53,7 +114,7 @@ def is_available(device_type: str) -> bool:
 def unavailable_reason(device_type: str) -> str:
     """Why ``is_available(device_type)`` is False, in words that say what to do."""
     if _C is None:
-        return f"the extension rotmem._C is not built ({_IMPORT_ERROR}); {_BUILD_HINT}"
+        return f"the extension rotmem._C did not load ({_IMPORT_ERROR}); {_BUILD_HINT}"
     if device_type == "cuda" and not _C.WITH_CUDA:
         return (
             "rotmem was built without CUDA support; rebuild where the CUDA toolkit and a CUDA build of "
@@ -405,4 +466,5 @@ def _masked(ctx, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]
 
 
 if _C is not None:
+    _select_cpu_isa_from_environment()
     _register()
