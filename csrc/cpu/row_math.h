@@ -1,4 +1,4 @@
-// Vectorisable row reductions for the CPU cross-entropy tiles (float rows).
+// Vectorisable row reductions for the CPU cross-entropy and rank-count tiles (float rows).
 //
 // libm's expf is scalar; this exp (Cody-Waite reduction + degree-6 polynomial, the Cephes expf
 // scheme, max error about 2 ulp) is plain arithmetic that the compiler turns into SIMD code. On
@@ -72,6 +72,21 @@ ROTMEM_CLONES inline void row_scaled_exp(float* x, int64_t n, float shift, float
 ROTMEM_CLONES inline void row_scale(float* x, int64_t n, float scale) {
 #pragma omp simd
   for (int64_t k = 0; k < n; ++k) x[k] *= scale;
+}
+
+// Of x[0 .. n): how many are > s and == s, and whether any is NaN (comparisons with NaN are false).
+ROTMEM_CLONES inline void row_rank_counts(const float* x, int64_t n, float s, int64_t& higher, int64_t& ties,
+                                          bool& nan) {
+  int64_t h = 0, e = 0, bad = 0;
+#pragma omp simd reduction(+ : h, e, bad)
+  for (int64_t k = 0; k < n; ++k) {
+    h += x[k] > s;
+    e += x[k] == s;
+    bad += x[k] != x[k];
+  }
+  higher = h;
+  ties = e;
+  nan = bad != 0;
 }
 
 }  // namespace rotmem::cpu
