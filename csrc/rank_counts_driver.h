@@ -13,7 +13,7 @@
 // the tile being counted; otherwise a first sweep over the chunks that hold the block's targets
 // picks the scores out of the same products, and a second counts (the Python wrapper sorts queries by
 // target, so a block's targets fall in few chunks). A shard that does not hold every target is given
-// the target scores instead (`target_score`).
+// the target scores instead (`target_score`), which target_scores_impl reads from the owners' tiles.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -84,14 +84,88 @@ inline void check_rank_inputs(const at::Tensor& q, const at::Tensor& entity, con
               " and ", block_cols);
 }
 
+// The tiles of q @ entity^T, made one at a time in one buffer: the same row block and entity chunk
+// always give the same tile, whichever op asks.
+class ScoreTiles {
+ public:
+  ScoreTiles(const at::Tensor& q, const at::Tensor& entity, int64_t block_rows, int64_t block_cols,
+             const RankKernels& kernels)
+      : q_(q.contiguous()),
+        entity_(entity.contiguous()),
+        batch_(q.size(0)),
+        num_entities_(entity.size(0)),
+        rows_(std::min(block_rows, std::max<int64_t>(batch_, 1))),
+        cols_(std::min(block_cols, std::max<int64_t>(num_entities_, 1))),
+        kernels_(kernels) {
+    buffer_ = at::empty({rows_ * cols_}, q_.options());
+  }
+
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+
+  // Scores of batch rows [r0, r0 + rb) against entities [c0, c0 + cc).
+  at::Tensor tile(int64_t r0, int64_t rb, int64_t c0, int64_t cc) {
+    at::Tensor out = buffer_.narrow(0, 0, rb * cc).view({rb, cc});
+    at::mm_out(out, q_.narrow(0, r0, rb), entity_.narrow(0, c0, cc).t());
+    return out;
+  }
+
+  // score[r] <- the tile value of each target of rows [r0, r0 + rb) that lies in this table, from
+  // the chunks that hold them (`target_host`: the same local ids on the host).
+  void pick_targets(int64_t r0, int64_t rb, const at::Tensor& target, const at::Tensor& target_host, at::Tensor& score) {
+    const int64_t* t = target_host.const_data_ptr<int64_t>() + r0;
+    int64_t lo = num_entities_, hi = -1;
+    for (int64_t i = 0; i < rb; ++i) {
+      if (t[i] >= 0 && t[i] < num_entities_) {
+        lo = std::min(lo, t[i]);
+        hi = std::max(hi, t[i]);
+      }
+    }
+    for (int64_t c0 = lo / cols_ * cols_; c0 <= hi; c0 += cols_) {
+      kernels_.pick_target(tile(r0, rb, c0, std::min(cols_, num_entities_ - c0)), r0, c0, target, score);
+    }
+  }
+
+ private:
+  at::Tensor q_, entity_;
+  int64_t batch_, num_entities_, rows_, cols_;
+  RankKernels kernels_;
+  at::Tensor buffer_;
+};
+
+// Each target's score as filtered_rank_counts_impl reads it (same tiles), in the accumulation dtype;
+// 0 for a target outside this table (so a sum over the shards of a table gives every score).
+inline at::Tensor target_scores_impl(const at::Tensor& q, const at::Tensor& entity, const at::Tensor& target,
+                                     int64_t entity_offset, int64_t block_rows, int64_t block_cols,
+                                     const RankKernels& kernels) {
+  const char* op = "rotmem::target_scores";
+  TORCH_CHECK(q.dim() == 2 && entity.dim() == 2 && q.size(1) == entity.size(1) &&
+                  q.scalar_type() == entity.scalar_type(),
+              op, ": expected q [B, D] and entity [N, D] of one dtype, got ", q.sizes(), " ", q.scalar_type(), " and ",
+              entity.sizes(), " ", entity.scalar_type());
+  TORCH_CHECK(target.dim() == 1 && target.size(0) == q.size(0) && target.scalar_type() == at::kLong, op,
+              ": target must be int64 [", q.size(0), "], got ", target.sizes(), " ", target.scalar_type());
+  TORCH_CHECK(entity.device() == q.device() && target.device() == q.device(), op, ": inputs must share a device");
+  TORCH_CHECK(block_rows > 0 && block_cols > 0, op, ": block_rows and block_cols must be positive");
+  const at::ScalarType acc = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor score = at::zeros({q.size(0)}, q.options().dtype(acc));
+  if (q.size(0) == 0 || entity.size(0) == 0) return score;
+  const at::Tensor local_target = (target - entity_offset).contiguous();
+  const at::Tensor target_host = local_target.cpu();
+  ScoreTiles tiles(q, entity, block_rows, block_cols, kernels);
+  for (int64_t r0 = 0; r0 < q.size(0); r0 += tiles.rows()) {
+    tiles.pick_targets(r0, std::min(tiles.rows(), q.size(0) - r0), local_target, target_host, score);
+  }
+  return score;
+}
+
 // (higher, ties), int64 [F, B]; -1 in both for a query with a NaN score. Filter rows must be sorted
 // (the Python wrapper checks).
 inline std::tuple<at::Tensor, at::Tensor> filtered_rank_counts_impl(
-    const at::Tensor& q_in, const at::Tensor& entity_in, const at::Tensor& target,
+    const at::Tensor& q, const at::Tensor& entity, const at::Tensor& target,
     const std::optional<at::Tensor>& target_score, const at::Tensor& filter_ptr_in, const at::Tensor& filter_idx,
     int64_t entity_offset, int64_t block_rows, int64_t block_cols, const RankKernels& kernels) {
-  check_rank_inputs(q_in, entity_in, target, target_score, filter_ptr_in, filter_idx, block_rows, block_cols);
-  const at::Tensor q = q_in.contiguous(), entity = entity_in.contiguous();
+  check_rank_inputs(q, entity, target, target_score, filter_ptr_in, filter_idx, block_rows, block_cols);
   const int64_t batch = q.size(0), num_entities = entity.size(0), filters = filter_ptr_in.size(0);
   const at::ScalarType acc = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   const at::TensorOptions counts_options = q.options().dtype(at::kLong);
@@ -103,13 +177,8 @@ inline std::tuple<at::Tensor, at::Tensor> filtered_rank_counts_impl(
   const at::Tensor local_target = (target - entity_offset).contiguous();
   const at::Tensor local_idx = (filter_idx - entity_offset).contiguous();
   const at::Tensor filter_ptr = filter_ptr_in.contiguous();
-  const int64_t rows = std::min(block_rows, batch), cols = std::min(block_cols, num_entities);
-  at::Tensor tile_buffer = at::empty({rows * cols}, q.options());
-  auto logits = [&](const at::Tensor& q_b, int64_t c0, int64_t cc) {
-    at::Tensor tile = tile_buffer.narrow(0, 0, q_b.size(0) * cc).view({q_b.size(0), cc});
-    at::mm_out(tile, q_b, entity.narrow(0, c0, cc).t());
-    return tile;
-  };
+  ScoreTiles tiles(q, entity, block_rows, block_cols, kernels);
+  const int64_t cols = tiles.cols();
 
   at::Tensor score;
   at::Tensor target_host;  // only when the scores are picked from the tiles
@@ -125,22 +194,12 @@ inline std::tuple<at::Tensor, at::Tensor> filtered_rank_counts_impl(
                   entity_offset + num_entities, "); pass target_score for a shard that does not hold it");
     }
   }
-
-  for (int64_t r0 = 0; r0 < batch; r0 += rows) {
-    const int64_t rb = std::min(rows, batch - r0);
-    const at::Tensor q_b = q.narrow(0, r0, rb);
-    const bool pick_while_counting = !target_score && cols == num_entities;
-    if (!target_score && !pick_while_counting) {
-      const int64_t* t = target_host.const_data_ptr<int64_t>() + r0;
-      const auto [lo, hi] = std::minmax_element(t, t + rb);
-      for (int64_t c0 = *lo / cols * cols; c0 <= *hi; c0 += cols) {
-        const int64_t cc = std::min(cols, num_entities - c0);
-        kernels.pick_target(logits(q_b, c0, cc), r0, c0, local_target, score);
-      }
-    }
+  const bool pick_while_counting = !target_score && cols == num_entities;
+  for (int64_t r0 = 0; r0 < batch; r0 += tiles.rows()) {
+    const int64_t rb = std::min(tiles.rows(), batch - r0);
+    if (!target_score && !pick_while_counting) tiles.pick_targets(r0, rb, local_target, target_host, score);
     for (int64_t c0 = 0; c0 < num_entities; c0 += cols) {
-      const int64_t cc = std::min(cols, num_entities - c0);
-      const at::Tensor tile = logits(q_b, c0, cc);
+      const at::Tensor tile = tiles.tile(r0, rb, c0, std::min(cols, num_entities - c0));
       if (pick_while_counting) kernels.pick_target(tile, r0, c0, local_target, score);
       kernels.count(tile, r0, c0, score, local_target, filter_ptr, local_idx, higher, ties, nan);
     }

@@ -34,6 +34,9 @@ TORCH_LIBRARY(rotmem, m) {
   m.def(
       "filtered_rank_counts(Tensor q, Tensor entity, Tensor target, Tensor? target_score, Tensor filter_ptr,"
       " Tensor filter_idx, int entity_offset, int block_rows, int block_cols) -> (Tensor, Tensor)");
+  m.def(
+      "target_scores(Tensor q, Tensor entity, Tensor target, int entity_offset, int block_rows, int block_cols)"
+      " -> Tensor");
   m.def("n3(Tensor x, str kind) -> Tensor");
   m.def("n3_backward(Tensor grad, Tensor x, str kind) -> Tensor");
 }
@@ -54,7 +57,7 @@ TORCH_LIBRARY_IMPL(rotmem, CUDA, m) {
   for (const char* name :
        {"rotate", "rotate_backward", "unrotated_query", "unrotated_query_backward", "unrotated_query_indexed",
         "unrotated_query_indexed_backward", "cross_entropy_all", "cross_entropy_all_backward",
-        "cross_entropy_all_train", "filtered_rank_counts", "n3", "n3_backward"}) {
+        "cross_entropy_all_train", "filtered_rank_counts", "target_scores", "n3", "n3_backward"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&built_without_cuda>());
   }
 }

@@ -164,12 +164,22 @@ def test_native_matches_reference(device, dtype, batch, entities, block_rows, bl
 
 @NATIVE
 @pytest.mark.parametrize("device", NATIVE_DEVICES)
-def test_native_shard_with_given_target_scores(device):
+@pytest.mark.parametrize("tile", [1 << 23, 70])
+def test_native_shards_sum_to_the_whole_table(device, tile, monkeypatch):
+    """Each shard's owners give the target scores (read from their tiles), every shard counts against
+    them, and the sums are the whole table's counts."""
+    monkeypatch.setattr(ce_tiles, "CE_TILE_ELEMENTS", tile)  # 70: row blocks and entity chunks
     q, entity, target, ptr, idx = (t.to(device) for t in problem(40, 90, 6, seed=5))
-    scores = reference.score_all(q, entity).gather(1, target[:, None]).squeeze(1)
+    shards = ((0, 31), (31, 60), (60, 90))
+    scores = sum(native.target_scores(q, entity[lo:hi], target, lo) for lo, hi in shards)
+    assert torch.equal(scores, reference.target_scores(q, entity, target))
     total_h, total_e = 0, 0
-    for lo, hi in ((0, 31), (31, 60), (60, 90)):
-        part = native.filtered_rank_counts_tiled(q, entity[lo:hi], target, ptr, idx, scores, lo, 16, 7)
+    for lo, hi in shards:
+        assert torch.equal(
+            native.target_scores(q, entity[lo:hi], target, lo),
+            reference.target_scores(q, entity[lo:hi], target, lo),
+        )
+        part = native.filtered_rank_counts(q, entity[lo:hi], target, ptr, idx, scores, lo)
         assert_same(
             part, reference.filtered_rank_counts(q, entity[lo:hi], target, ptr, idx, scores, lo), f"{lo}:{hi}"
         )
@@ -230,7 +240,10 @@ def test_triton_matches_reference(monkeypatch, dtype, batch, entities, tile):
         TRITON.filtered_rank_counts(q, entity, target, ptr, idx),
         reference.filtered_rank_counts(q, entity, target, ptr, idx),
     )
-    scores = reference.score_all(q, entity).float().gather(1, target[:, None]).squeeze(1)
+    scores = sum(
+        TRITON.target_scores(q, entity[lo:hi], target, lo) for lo, hi in ((0, 10), (10, 33), (33, 40))
+    )
+    torch.testing.assert_close(scores, reference.target_scores(q, entity, target), rtol=0, atol=0, equal_nan=True)
     assert_same(
         TRITON.filtered_rank_counts(q, entity[10:30], target, ptr, idx, scores, 10),
         reference.filtered_rank_counts(q, entity[10:30], target, ptr, idx, scores, 10),

@@ -113,8 +113,16 @@ std::tuple<at::Tensor, at::Tensor> filtered_rank_counts_cpu(const at::Tensor& q,
                                    block_cols, rank_kernels_for<KernelsOf>(q));
 }
 
+at::Tensor target_scores_cpu(const at::Tensor& q, const at::Tensor& entity, const at::Tensor& target,
+                             int64_t entity_offset, int64_t block_rows, int64_t block_cols) {
+  return target_scores_impl(q, entity, target, entity_offset, block_rows, block_cols, rank_kernels_for<KernelsOf>(q));
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(rotmem, CPU, m) { m.impl("filtered_rank_counts", &filtered_rank_counts_cpu); }
+TORCH_LIBRARY_IMPL(rotmem, CPU, m) {
+  m.impl("filtered_rank_counts", &filtered_rank_counts_cpu);
+  m.impl("target_scores", &target_scores_cpu);
+}
 
 }  // namespace rotmem

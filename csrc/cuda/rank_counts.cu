@@ -113,8 +113,17 @@ std::tuple<at::Tensor, at::Tensor> filtered_rank_counts_cuda(const at::Tensor& q
                                    block_cols, rank_kernels_for<KernelsOf>(q));
 }
 
+at::Tensor target_scores_cuda(const at::Tensor& q, const at::Tensor& entity, const at::Tensor& target,
+                              int64_t entity_offset, int64_t block_rows, int64_t block_cols) {
+  const c10::cuda::CUDAGuard guard(q.device());
+  return target_scores_impl(q, entity, target, entity_offset, block_rows, block_cols, rank_kernels_for<KernelsOf>(q));
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(rotmem, CUDA, m) { m.impl("filtered_rank_counts", &filtered_rank_counts_cuda); }
+TORCH_LIBRARY_IMPL(rotmem, CUDA, m) {
+  m.impl("filtered_rank_counts", &filtered_rank_counts_cuda);
+  m.impl("target_scores", &target_scores_cuda);
+}
 
 }  // namespace rotmem

@@ -76,6 +76,14 @@ def filtered_rank_counts(
     )
 
 
+def target_scores(
+    q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, entity_offset: int = 0
+) -> torch.Tensor:
+    """Each target's score ``[B]`` as ``filtered_rank_counts`` reads it, 0 for targets outside this
+    shard ``entity`` (global ids ``entity_offset ..``): summed over shards, every target's score."""
+    return backend_module(q.device).target_scores(q, entity, target, entity_offset)
+
+
 def n3(tensors: Sequence[torch.Tensor], kind: str = "l4") -> torch.Tensor:
     """The N3 (``"modulus3"``) or L4 (``"l4"``) regulariser summed over ``tensors``."""
     return backend_module(tensors[0].device).n3(tensors, kind=kind)
@@ -89,6 +97,7 @@ __all__ = [
     "reference",
     "rotate",
     "score_all",
+    "target_scores",
     "unrotated_query",
     "unrotated_query_indexed",
 ]

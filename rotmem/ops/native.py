@@ -206,6 +206,15 @@ def filtered_rank_counts_tiled(
     return count(q, target.long(), filter_ptr, filter_idx)
 
 
+def target_scores(
+    q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, entity_offset: int = 0
+) -> torch.Tensor:
+    """Each target's score ``[B]`` (float32, float64 for float64 inputs) read from the tiles
+    ``filtered_rank_counts`` counts; 0 for a target outside ``entity`` (rows ``entity_offset ..``)."""
+    block_rows, block_cols = ce_tiles.cross_entropy_blocks(q.shape[0], entity.shape[0])
+    return torch.ops.rotmem.target_scores(q, entity, target.long(), entity_offset, block_rows, block_cols)
+
+
 def n3(tensors: Sequence[torch.Tensor], kind: str = "l4") -> torch.Tensor:
     """Regulariser summed over ``tensors`` (each ``[..., 2n]``); the caller divides by batch size.
 
@@ -418,6 +427,10 @@ def _register() -> None:
     def _(q, entity, target, target_score, filter_ptr, filter_idx, entity_offset, block_rows, block_cols):
         shape = (filter_ptr.shape[0], q.shape[0])
         return q.new_empty(shape, dtype=torch.int64), q.new_empty(shape, dtype=torch.int64)
+
+    @torch.library.register_fake(lib + "target_scores")
+    def _(q, entity, target, entity_offset, block_rows, block_cols):
+        return q.new_empty(q.shape[0], dtype=_acc_dtype(q))
 
     @torch.library.register_fake(lib + "n3")
     def _(x, kind):

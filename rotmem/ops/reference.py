@@ -149,6 +149,21 @@ def filtered_rank_counts(
     return torch.stack(higher), torch.stack(ties)
 
 
+def target_scores(
+    q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, entity_offset: int = 0
+) -> torch.Tensor:
+    """Scores ``[B]`` of each query's target, ``q @ entity^T`` at its column, for the targets among
+    ``entity``'s rows (global ids ``entity_offset .. entity_offset + N - 1``); 0 for the others, so a
+    sum over the shards of a table gives every score. Float32 (float64 for float64 inputs)."""
+    local = target - entity_offset
+    inside = (local >= 0) & (local < entity.shape[0])
+    scores = (
+        score_all(q, entity).gather(1, local.clamp(0, max(entity.shape[0] - 1, 0)).unsqueeze(1)).squeeze(1)
+    )
+    acc = torch.float64 if scores.dtype == torch.float64 else torch.float32
+    return torch.where(inside, scores.to(acc), torch.zeros((), dtype=acc, device=q.device))
+
+
 def n3(tensors: Sequence[torch.Tensor], kind: str = "l4") -> torch.Tensor:
     """Regulariser summed over ``tensors`` (each ``[..., 2n]``); the caller divides by batch size.
 

@@ -17,7 +17,7 @@ import torch
 from rotmem.ops.triton._common import INTERPRETED
 from rotmem.ops.triton.cross_entropy import cross_entropy_all
 from rotmem.ops.triton.n3 import n3
-from rotmem.ops.triton.rank_counts import filtered_rank_counts
+from rotmem.ops.triton.rank_counts import filtered_rank_counts, target_scores
 from rotmem.ops.triton.rotate import rotate
 from rotmem.ops.triton.unrotated_query import unrotated_query
 from rotmem.ops.triton.unrotated_query_indexed import unrotated_query_indexed
@@ -61,6 +61,7 @@ __all__ = [
     "n3",
     "rotate",
     "score_all",
+    "target_scores",
     "unavailable_reason",
     "unrotated_query",
     "unrotated_query_indexed",

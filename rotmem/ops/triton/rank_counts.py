@@ -166,3 +166,23 @@ def filtered_rank_counts(
     if target_score is None and cols < entity.shape[0]:
         return in_target_order(count, q, local.contiguous(), filter_ptr, local_idx)
     return count(q, local.contiguous(), filter_ptr, local_idx)
+
+
+def target_scores(
+    q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, entity_offset: int = 0
+) -> torch.Tensor:
+    """Each target's score ``[B]``, read from the tiles ``filtered_rank_counts`` counts (same row
+    blocks and entity chunks); 0 for a target outside ``entity`` (global ids ``entity_offset ..``)."""
+    check_same_device(q=q, entity=entity, target=target)
+    rows, cols = ce_tiles.cross_entropy_blocks(q.shape[0], entity.shape[0])
+    acc = torch.float64 if is_fp64(q, entity) else torch.float32
+    score = torch.zeros((q.shape[0],), dtype=acc, device=q.device)
+    local = target.long() - entity_offset
+    inside = ((local >= 0) & (local < entity.shape[0])).tolist()
+    chunk = (local // cols).tolist()
+    for r0 in range(0, q.shape[0], rows):
+        owned = [c for c, i in zip(chunk[r0 : r0 + rows], inside[r0 : r0 + rows], strict=True) if i]
+        if owned:
+            for c0 in range(min(owned) * cols, (max(owned) + 1) * cols, cols):
+                _pick_target(q[r0 : r0 + rows] @ entity[c0 : c0 + cols].t(), r0, c0, local, score)
+    return score
