@@ -243,7 +243,9 @@ def test_triton_matches_reference(monkeypatch, dtype, batch, entities, tile):
     scores = sum(
         TRITON.target_scores(q, entity[lo:hi], target, lo) for lo, hi in ((0, 10), (10, 33), (33, 40))
     )
-    torch.testing.assert_close(scores, reference.target_scores(q, entity, target), rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(
+        scores, reference.target_scores(q, entity, target), rtol=0, atol=0, equal_nan=True
+    )
     assert_same(
         TRITON.filtered_rank_counts(q, entity[10:30], target, ptr, idx, scores, 10),
         reference.filtered_rank_counts(q, entity[10:30], target, ptr, idx, scores, 10),
