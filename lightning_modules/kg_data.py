@@ -7,7 +7,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from rotmem.data import TemporalKG, load_dataset
-from rotmem.data.negatives import SlotIndex, conflict_aware_negatives, negative_times
+from rotmem.data.negatives import SlotDays, SlotIndex, conflict_aware_negatives, negative_times
 
 
 class TemporalKGDataModule(pl.LightningDataModule):
@@ -37,6 +37,7 @@ class TemporalKGDataModule(pl.LightningDataModule):
         self.kg = kg if kg is not None else load_dataset(dataset, data_dir)
         self.tail_slots = SlotIndex(self.kg.train, self.kg.num_relations, "tail")
         self.head_slots = SlotIndex(self.kg.train, self.kg.num_relations, "head")
+        self.slot_days = SlotDays(self.kg.train, self.kg.num_relations)
         days = self.kg.train[:, 3]
         self.day_range = (int(days.min()), int(days.max()))
         self.generator = torch.Generator().manual_seed(seed)
@@ -60,7 +61,7 @@ class TemporalKGDataModule(pl.LightningDataModule):
         batch = {"facts": facts}
         if hp.num_negative_times > 0:
             batch["negative_days"] = negative_times(
-                self.tail_slots,
+                self.slot_days,
                 facts,
                 hp.num_negative_times,
                 self.generator,

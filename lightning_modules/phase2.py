@@ -10,7 +10,7 @@ import pytorch_lightning as pl
 import torch
 
 from rotmem.evaluation.filters import FILTERS
-from rotmem.evaluation.ranking import TIE_RULES, answer_filters, batch_ranks, metrics_from_ranks
+from rotmem.evaluation.ranking import DEFAULT_TIE, answer_filters, batch_ranks, metrics_from_ranks
 from rotmem.losses import (
     embedding_regularizer,
     one_vs_all_loss,
@@ -25,8 +25,9 @@ LOSSES = ("1vsall", "self_adversarial")
 class Phase2Module(pl.LightningModule):
     """``L = ½(CE_tail + CE_head) + λ·N3 + λ_t·L_time`` (or the self-adversarial loss for DistMult).
 
-    Validation and test log filtered MRR and Hits@k under both filters (``val/time-aware/mrr`` is
-    the checkpoint metric). ``speed="gate"`` reads per-relation speeds from ``gate_path`` once.
+    Validation and test log filtered MRR and Hits@k under both filters and the three tie rules
+    (``val/time-aware/mrr``, realistic ties, is the checkpoint metric; ``val/time-aware/pessimistic/mrr``
+    and ``.../optimistic/mrr`` beside it). ``speed="gate"`` reads per-relation speeds from ``gate_path`` once.
     """
 
     def __init__(
@@ -141,8 +142,9 @@ class Phase2Module(pl.LightningModule):
         raise ValueError(f"unknown optimizer {name!r}; expected 'adagrad' or 'adam'")
 
     # --- evaluation -------------------------------------------------------------------------
-    def _rank_step(self, facts: torch.Tensor) -> None:
-        ranks = batch_ranks(self.model, facts, answer_filters(self.kg, FILTERS), FILTERS)
+    def _rank_step(self, facts: torch.Tensor, split: str, batch_idx: int) -> None:
+        where = f"{split} split, batch {batch_idx}"
+        ranks = batch_ranks(self.model, facts, answer_filters(self.kg, FILTERS), FILTERS, where)
         for key, value in ranks.items():
             self._ranks.setdefault(key, []).append(value)
 
@@ -150,7 +152,7 @@ class Phase2Module(pl.LightningModule):
         flat = {}
         for (kind, tie), parts in self._ranks.items():
             metrics = metrics_from_ranks(torch.cat(parts))
-            name = f"{prefix}/{kind}" if tie == TIE_RULES[0] else f"{prefix}/{kind}/{tie}"
+            name = f"{prefix}/{kind}" if tie == DEFAULT_TIE else f"{prefix}/{kind}/{tie}"
             flat.update({f"{name}/{metric}": value for metric, value in metrics.items()})
         self._ranks = {}
         self.log_dict(flat, prog_bar=False)
@@ -158,14 +160,14 @@ class Phase2Module(pl.LightningModule):
         return flat
 
     def validation_step(self, facts: torch.Tensor, batch_idx: int) -> None:
-        self._rank_step(facts)
+        self._rank_step(facts, "valid", batch_idx)
 
     def on_validation_epoch_end(self) -> None:
         if self._ranks:
             self._log_ranks("val")
 
     def test_step(self, facts: torch.Tensor, batch_idx: int) -> None:
-        self._rank_step(facts)
+        self._rank_step(facts, "test", batch_idx)
 
     def on_test_epoch_end(self) -> None:
         if self._ranks:

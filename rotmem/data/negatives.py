@@ -52,8 +52,55 @@ class SlotIndex:
         return self.days[pick], self.answers[pick], valid
 
 
+class SlotDays:
+    """The distinct days of each slot ``(h, r)`` of ``facts``, as a sorted CSR index."""
+
+    def __init__(self, facts: torch.Tensor, num_relations: int):
+        self.num_relations = num_relations
+        self.first_day = int(facts[:, 3].min())
+        self.span = int(facts[:, 3].max()) - self.first_day + 1
+        keys = facts[:, 0] * num_relations + facts[:, 1]
+        # one sorted int64 per distinct (slot, day): slot-major, then day
+        self.slot_days = torch.unique(keys * self.span + (facts[:, 3] - self.first_day))
+        self.days = self.slot_days % self.span + self.first_day
+        self.unique_keys, self.counts = torch.unique_consecutive(
+            self.slot_days // self.span, return_counts=True
+        )
+        self.offsets = torch.cumsum(self.counts, 0) - self.counts
+
+    def lookup(self, h: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(offset, count)`` of each query's slot days; count 0 for a slot never seen."""
+        key = h * self.num_relations + r
+        pos = torch.searchsorted(self.unique_keys, key).clamp(max=self.unique_keys.numel() - 1)
+        found = self.unique_keys[pos] == key
+        return self.offsets[pos], torch.where(found, self.counts[pos], torch.zeros_like(pos))
+
+    def position(self, h: torch.Tensor, r: torch.Tensor, day: torch.Tensor) -> torch.Tensor:
+        """Index of ``day`` among the sorted days of slot ``(h, r)``; -1 where the slot lacks it."""
+        offset, _ = self.lookup(h, r)
+        inside = (day >= self.first_day) & (day < self.first_day + self.span)
+        code = (h * self.num_relations + r) * self.span + (day - self.first_day)
+        pos = torch.searchsorted(self.slot_days, code).clamp(max=self.slot_days.numel() - 1)
+        found = inside & (self.slot_days[pos] == code)
+        return torch.where(found, pos - offset, torch.full_like(pos, -1))
+
+
+def distinct_indices(pool: torch.Tensor, size: int, generator: torch.Generator) -> torch.Tensor:
+    """``[B, size]`` indices, distinct within each row and uniform over the ``size``-subsets of
+    ``range(pool[b])`` (Floyd's algorithm, one step per column). Needs ``pool >= size``."""
+    batch = pool.shape[0]
+    picked = torch.empty(batch, size, dtype=torch.int64)
+    for step in range(size):
+        top = pool - size + step  # this step draws from [0, top]
+        draw = (torch.rand(batch, generator=generator, dtype=torch.float64) * (top + 1)).long()
+        draw = torch.minimum(draw, top)
+        taken = (picked[:, :step] == draw.unsqueeze(1)).any(1)
+        picked[:, step] = torch.where(taken, top, draw)
+    return picked
+
+
 def negative_times(
-    slots: SlotIndex,
+    slots: SlotDays,
     facts: torch.Tensor,
     num_negatives: int,
     generator: torch.Generator,
@@ -61,23 +108,74 @@ def negative_times(
     far_days: float = 365.0,
     day_range: tuple[int, int] | None = None,
 ) -> torch.Tensor:
-    """``[B, J]`` negative times (float days): ``J-1`` from the slot's history with ±jitter, one far.
+    """``[B, J]`` negative times (float days) for the time-contrastive loss; never the fact's day.
 
-    A slot with no history draws uniformly from ``day_range`` (default: the facts' own range).
-    The last column is the forced far negative ``τ ± far_days``.
+    Columns ``0 .. J-2`` ("near"): distinct days of the fact's slot ``(h, r)`` other than its own
+    day ``τ``, each moved by a uniform jitter of at most ``jitter_years`` that never brings it
+    closer than one day to ``τ`` nor across it. A slot with fewer than ``J-1`` other days (or whose
+    drawn day is the far negative's) fills the rest from the global pool: whole days of
+    ``day_range`` (default: the facts' own range), drawn again until they differ from ``τ``, from
+    the far negative and from the row's other draws. The last column is the forced far negative
+    ``τ ± far_days``, on a side inside ``day_range`` where one is. Every value lies in ``day_range``.
     """
     h, r, _, day = facts.unbind(1)
-    batch = facts.shape[0]
-    history, _, valid = slots.sample(h, r, num_negatives - 1, generator)
+    batch, near = facts.shape[0], num_negatives - 1
     low, high = day_range if day_range is not None else (int(day.min()), int(day.max()))
-    uniform = low + torch.rand(batch, num_negatives - 1, generator=generator) * (high - low + 1)
-    jitter = (
-        (torch.rand(batch, num_negatives - 1, generator=generator) * 2 - 1) * jitter_years * DAYS_PER_YEAR
-    )
-    near = torch.where(valid, history.double() + jitter, uniform.double())
-    sign = torch.randint(0, 2, (batch, 1), generator=generator).double() * 2 - 1
-    far = day.double().unsqueeze(1) + sign * far_days
-    return torch.cat([near, far], dim=1)
+    tau = day.double()
+
+    if high - low < num_negatives:
+        raise ValueError(
+            f"the training days span only {high - low + 1} days: too few for {num_negatives} distinct "
+            "negative times besides the fact's own; lower num_negative_times"
+        )
+    sign = torch.randint(0, 2, (batch,), generator=generator).double() * 2 - 1
+    sign = torch.where(tau + sign * far_days > high, -1.0, sign)
+    sign = torch.where(tau + sign * far_days < low, 1.0, sign)
+    far = tau + sign * far_days
+    # where neither side fits inside the range, the range's end farther from τ
+    farther_end = torch.where(tau - low >= high - tau, float(low), float(high)).double()
+    far = torch.where((far < low) | (far > high), farther_end, far)
+
+    offset, count = slots.lookup(h, r)
+    own = slots.position(h, r, day)  # -1 when τ is not one of the slot's days
+    others = count - (own >= 0).long()
+    # rows with at least ``near`` other days draw a random subset; the others take all they have
+    subset = distinct_indices(torch.maximum(others, torch.tensor(near)), near, generator)
+    index = torch.where(others.unsqueeze(1) >= near, subset, torch.arange(near).expand(batch, -1))
+    index = index + ((own.unsqueeze(1) >= 0) & (index >= own.unsqueeze(1))).long()  # skip τ
+    last = max(slots.days.numel() - 1, 0)
+    history = slots.days[(offset.unsqueeze(1) + index).clamp(max=last)].double()
+    # a slot day that is the far negative itself goes to the global pool instead
+    in_slot = (torch.arange(near).unsqueeze(0) < others.unsqueeze(1)) & (history != far.unsqueeze(1))
+    reach = ((history - tau.unsqueeze(1)).abs() - 1).clamp(min=0, max=jitter_years * DAYS_PER_YEAR)
+    jitter = (torch.rand(batch, near, generator=generator, dtype=torch.float64) * 2 - 1) * reach
+    history = (history + jitter).clamp(low, high)
+
+    chosen = torch.where(in_slot, history, torch.full_like(history, float("nan")))
+    return torch.cat([_fill_from_global(chosen, tau, far, low, high, generator), far.unsqueeze(1)], dim=1)
+
+
+def _fill_from_global(
+    chosen: torch.Tensor,
+    tau: torch.Tensor,
+    far: torch.Tensor,
+    low: int,
+    high: int,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """``chosen [B, K]`` with its NaN entries replaced by whole days of ``[low, high]`` that differ
+    from ``tau [B]``, ``far [B]`` and the row's other entries (clashing draws are drawn again)."""
+    chosen = chosen.clone()
+    todo = torch.isnan(chosen)
+    while bool(todo.any()):
+        chosen[todo] = (
+            low + torch.randint(0, high - low + 1, (int(todo.sum()),), generator=generator).double()
+        )
+        repeated = (chosen.unsqueeze(2) == chosen.unsqueeze(1)).sum(2) > 1
+        clash = todo & (repeated | (chosen == tau.unsqueeze(1)) | (chosen == far.unsqueeze(1)))
+        chosen[clash] = float("nan")
+        todo = clash
+    return chosen
 
 
 def conflict_aware_negatives(

@@ -8,8 +8,13 @@ import torch
 
 from rotmem.evaluation.filters import FILTERS, AnswerFilter
 
-TIE_RULES = ("strict", "pessimistic")
+TIE_RULES = ("optimistic", "realistic", "pessimistic")
+DEFAULT_TIE = "realistic"
 HITS_AT = (1, 3, 10)
+
+
+class NonFiniteScoreError(FloatingPointError):
+    """A model produced a NaN or infinite score: no rank can be given to it."""
 
 
 def filtered_ranks(
@@ -17,18 +22,31 @@ def filtered_ranks(
     target: torch.Tensor,
     known: tuple[torch.Tensor, torch.Tensor],
 ) -> dict[str, torch.Tensor]:
-    """Ranks ``[B]`` of ``target`` among ``scores [B, N]`` after removing the ``known`` answers.
+    """Ranks ``[B]`` (float64) of ``target`` among ``scores [B, N]`` after removing the ``known``
+    answers, under each tie rule (PyKEEN's names):
 
-    ``strict``: 1 + #(other candidates scoring strictly higher); ``pessimistic``: 1 + #(others
-    scoring >=), tkbc's rule. ``scores`` is modified in place.
+    - ``optimistic``: 1 + #(other candidates scoring strictly higher);
+    - ``pessimistic``: 1 + #(others scoring >=), tkbc's rule;
+    - ``realistic``: their mean, the expected rank when ties are broken at random. A model whose
+      scores all tie gets rank (1 + N')/2 among N' candidates, never rank 1.
+
+    ``scores`` is modified in place. Scores must be finite (``check_finite``).
     """
     rows = torch.arange(scores.shape[0], device=scores.device)
     target_score = scores[rows, target].unsqueeze(1)
     scores[known[0], known[1]] = float("-inf")
     scores[rows, target] = float("-inf")
-    higher = (scores > target_score).sum(1)
-    ties = (scores == target_score).sum(1)
-    return {"strict": 1 + higher, "pessimistic": 1 + higher + ties}
+    higher = (scores > target_score).sum(1).double()
+    ties = (scores == target_score).sum(1).double()
+    return {"optimistic": 1 + higher, "realistic": 1 + higher + ties / 2, "pessimistic": 1 + higher + ties}
+
+
+def check_finite(scores: torch.Tensor, where: str) -> None:
+    """Raise ``NonFiniteScoreError`` naming ``where`` (split and batch) if any score is NaN or
+    infinite: a NaN compares false with everything, so it would otherwise count as rank 1."""
+    if not bool(torch.isfinite(scores).all()):
+        bad = int((~torch.isfinite(scores)).any(1).sum())
+        raise NonFiniteScoreError(f"{where}: {bad} of {scores.shape[0]} queries have NaN or infinite scores")
 
 
 def metrics_from_ranks(ranks: torch.Tensor) -> dict[str, float]:
@@ -52,16 +70,22 @@ def answer_filters(kg, kinds: Iterable[str]) -> dict[tuple[str, str], AnswerFilt
 
 @torch.no_grad()
 def batch_ranks(
-    model, facts: torch.Tensor, filters: dict[tuple[str, str], AnswerFilter], kinds: tuple[str, ...]
+    model,
+    facts: torch.Tensor,
+    filters: dict[tuple[str, str], AnswerFilter],
+    kinds: tuple[str, ...],
+    where: str = "batch",
 ) -> dict[tuple[str, str], torch.Tensor]:
     """Ranks of a batch ``facts [B, 4]`` (on the model's device), tail queries then head queries:
-    ``{(filter, tie_rule): ranks [2B]}``."""
+    ``{(filter, tie_rule): ranks [2B]}``. ``where`` names the batch in the error a non-finite
+    score raises (e.g. ``"test split, batch 3"``)."""
     h, r, t, day = facts.unbind(1)
     tau = day.double()
     out: dict[tuple[str, str], list[torch.Tensor]] = {(k, tie): [] for k in kinds for tie in TIE_RULES}
     for direction, entity, target in (("tail", h, t), ("head", t, h)):
         scores = model.score_tails(h, r, tau) if direction == "tail" else model.score_heads(r, t, tau)
         scores = scores.float()
+        check_finite(scores, f"{where} ({direction} queries)")
         for i, kind in enumerate(kinds):
             filt = filters[(kind, direction)].to(scores.device)
             batch_scores = scores if i == len(kinds) - 1 else scores.clone()
@@ -77,12 +101,16 @@ def rank_queries(
     filters: dict[tuple[str, str], AnswerFilter],
     kinds: tuple[str, ...],
     batch_size: int = 1000,
+    where: str = "queries",
 ) -> dict[tuple[str, str], torch.Tensor]:
-    """Ranks of ``queries [M, 4]`` in both directions: ``{(filter, tie_rule): ranks [2M]}``."""
+    """Ranks of ``queries [M, 4]`` in both directions: ``{(filter, tie_rule): ranks [2M]}``.
+    ``where`` names the queries in errors (e.g. ``"test split"``)."""
     device = model.entity.device
     parts = [
-        batch_ranks(model, queries[start : start + batch_size].to(device), filters, kinds)
-        for start in range(0, queries.shape[0], batch_size)
+        batch_ranks(
+            model, queries[start : start + batch_size].to(device), filters, kinds, f"{where}, batch {i}"
+        )
+        for i, start in enumerate(range(0, queries.shape[0], batch_size))
     ]
     return {key: torch.cat([p[key].cpu() for p in parts]) for key in parts[0]}
 
@@ -90,7 +118,7 @@ def rank_queries(
 def evaluate_all(
     model, kg, split: str = "test", filters: Iterable[str] = FILTERS, batch_size: int = 1000
 ) -> dict[str, dict[str, float]]:
-    """Metrics for every filter and tie rule: ``{"time-aware/strict": {"mrr": ..}, ..}``."""
+    """Metrics for every filter and tie rule: ``{"time-aware/realistic": {"mrr": ..}, ..}``."""
     filters = tuple(filters)
     for kind in filters:
         if kind not in FILTERS:
@@ -98,7 +126,9 @@ def evaluate_all(
     was_training = model.training
     model.eval()
     try:
-        ranks = rank_queries(model, kg.split(split), answer_filters(kg, filters), filters, batch_size)
+        ranks = rank_queries(
+            model, kg.split(split), answer_filters(kg, filters), filters, batch_size, f"{split} split"
+        )
     finally:
         model.train(was_training)
     return {f"{kind}/{tie}": metrics_from_ranks(r) for (kind, tie), r in ranks.items()}
@@ -109,14 +139,15 @@ def evaluate(
     kg,
     split: str = "test",
     filter: str = "time-aware",
-    tie: str = "strict",
+    tie: str = DEFAULT_TIE,
     batch_size: int = 1000,
 ) -> dict[str, float]:
     """Filtered MRR and Hits@1/3/10 on ``kg``'s ``split``, averaged over head and tail queries.
 
     ``filter``: ``"time-aware"`` removes other true answers of ``(h, r, tau)`` from any split;
-    ``"static"`` removes true answers of ``(h, r)`` at any time. ``tie``: ``"strict"`` or
-    ``"pessimistic"`` (see ``filtered_ranks``). Returns fractions in [0, 1].
+    ``"static"`` removes true answers of ``(h, r)`` at any time. ``tie``: ``"realistic"`` (the
+    default: ties broken at random, in expectation), ``"optimistic"`` or ``"pessimistic"`` (see
+    ``filtered_ranks``). Returns fractions in [0, 1]. A NaN score raises ``NonFiniteScoreError``.
     """
     if tie not in TIE_RULES:
         raise ValueError(f"unknown tie rule {tie!r}; expected one of {TIE_RULES}")
