@@ -31,10 +31,10 @@ struct RankKernels {
   // score[r0 + i] <- tile[i, target[r0 + i] - c0] where that column lies in the tile.
   void (*pick_target)(const at::Tensor& tile, int64_t r0, int64_t c0, const at::Tensor& target, at::Tensor& score);
   // For each row and filter f: higher[f, r] += #(score > s_r), ties[f, r] += #(score == s_r) over the
-  // tile's columns but the target and filter f's ids; nan[r] |= any score or s_r is NaN.
+  // tile's columns but the target and filter f's ids; nonfinite[r] |= any score or s_r is NaN or infinite.
   void (*count)(const at::Tensor& tile, int64_t r0, int64_t c0, const at::Tensor& score, const at::Tensor& target,
                 const at::Tensor& filter_ptr, const at::Tensor& filter_idx, at::Tensor& higher, at::Tensor& ties,
-                at::Tensor& nan);
+                at::Tensor& nonfinite);
 };
 
 template <template <typename> class KernelsOf>
@@ -159,7 +159,7 @@ inline at::Tensor target_scores_impl(const at::Tensor& q, const at::Tensor& enti
   return score;
 }
 
-// (higher, ties), int64 [F, B]; -1 in both for a query with a NaN score. Filter rows must be sorted
+// (higher, ties), int64 [F, B]; -1 in both for a query with a NaN or infinite score. Filter rows must be sorted
 // (the Python wrapper checks).
 inline std::tuple<at::Tensor, at::Tensor> filtered_rank_counts_impl(
     const at::Tensor& q, const at::Tensor& entity, const at::Tensor& target,
@@ -171,7 +171,7 @@ inline std::tuple<at::Tensor, at::Tensor> filtered_rank_counts_impl(
   const at::TensorOptions counts_options = q.options().dtype(at::kLong);
   at::Tensor higher = at::zeros({filters, batch}, counts_options);
   at::Tensor ties = at::zeros({filters, batch}, counts_options);
-  at::Tensor nan = at::zeros({batch}, q.options().dtype(at::kBool));
+  at::Tensor nonfinite = at::zeros({batch}, q.options().dtype(at::kBool));
   if (batch == 0 || num_entities == 0) return {higher, ties};
 
   const at::Tensor local_target = (target - entity_offset).contiguous();
@@ -201,11 +201,11 @@ inline std::tuple<at::Tensor, at::Tensor> filtered_rank_counts_impl(
     for (int64_t c0 = 0; c0 < num_entities; c0 += cols) {
       const at::Tensor tile = tiles.tile(r0, rb, c0, std::min(cols, num_entities - c0));
       if (pick_while_counting) kernels.pick_target(tile, r0, c0, local_target, score);
-      kernels.count(tile, r0, c0, score, local_target, filter_ptr, local_idx, higher, ties, nan);
+      kernels.count(tile, r0, c0, score, local_target, filter_ptr, local_idx, higher, ties, nonfinite);
     }
   }
   const at::Tensor minus_one = at::full({}, -1, counts_options);
-  return {at::where(nan, minus_one, higher), at::where(nan, minus_one, ties)};
+  return {at::where(nonfinite, minus_one, higher), at::where(nonfinite, minus_one, ties)};
 }
 
 }  // namespace rotmem

@@ -16,9 +16,9 @@ namespace rotmem {
 namespace {
 
 template <typename scalar_t, typename acc_t>
-void row_counts(const scalar_t* x, int64_t n, acc_t s, int64_t& higher, int64_t& ties, bool& nan) {
+void row_counts(const scalar_t* x, int64_t n, acc_t s, int64_t& higher, int64_t& ties, bool& nonfinite) {
   if constexpr (std::is_same_v<scalar_t, float>) {
-    cpu::row_rank_counts(x, n, s, higher, ties, nan);
+    cpu::row_rank_counts(x, n, s, higher, ties, nonfinite);
   } else {
     int64_t h = 0, e = 0;
     bool bad = false;
@@ -26,11 +26,11 @@ void row_counts(const scalar_t* x, int64_t n, acc_t s, int64_t& higher, int64_t&
       const acc_t v = static_cast<acc_t>(x[k]);
       h += v > s;
       e += v == s;
-      bad |= v != v;
+      bad |= !(v - v == acc_t(0));  // NaN or infinite
     }
     higher = h;
     ties = e;
-    nan = bad;
+    nonfinite = bad;
   }
 }
 
@@ -50,7 +50,7 @@ void pick_target(const at::Tensor& tile, int64_t r0, int64_t c0, const at::Tenso
 template <typename scalar_t>
 void count(const at::Tensor& tile, int64_t r0, int64_t c0, const at::Tensor& score, const at::Tensor& target,
            const at::Tensor& filter_ptr, const at::Tensor& filter_idx, at::Tensor& higher, at::Tensor& ties,
-           at::Tensor& nan) {
+           at::Tensor& nonfinite) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t rows = tile.size(0), cols = tile.size(1), filters = filter_ptr.size(0);
   const int64_t batch = score.size(0), stride = filter_ptr.size(1);
@@ -61,7 +61,7 @@ void count(const at::Tensor& tile, int64_t r0, int64_t c0, const at::Tensor& sco
   const int64_t* idx = filter_idx.const_data_ptr<int64_t>();
   int64_t* hp = higher.mutable_data_ptr<int64_t>();
   int64_t* ep = ties.mutable_data_ptr<int64_t>();
-  bool* np = nan.mutable_data_ptr<bool>();
+  bool* np = nonfinite.mutable_data_ptr<bool>();
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1));
   at::parallel_for(0, rows, grain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -93,7 +93,7 @@ void count(const at::Tensor& tile, int64_t r0, int64_t c0, const at::Tensor& sco
         hp[f * batch + r] += h - drop_h;
         ep[f * batch + r] += e - drop_e;
       }
-      if (bad || s != s) np[r] = true;
+      if (bad || !(s - s == acc_t(0))) np[r] = true;
     }
   });
 }

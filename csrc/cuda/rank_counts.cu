@@ -29,7 +29,7 @@ __global__ void count_kernel(const scalar_t* __restrict__ tile, int64_t cols, in
                              int64_t filters, int64_t stride, const acc_t* __restrict__ score,
                              const int64_t* __restrict__ target, const int64_t* __restrict__ filter_ptr,
                              const int64_t* __restrict__ filter_idx, int64_t* __restrict__ higher,
-                             int64_t* __restrict__ ties, bool* __restrict__ nan) {
+                             int64_t* __restrict__ ties, bool* __restrict__ nonfinite) {
   __shared__ long long shared[32];
   const int64_t r = r0 + blockIdx.x;
   const scalar_t* x = tile + blockIdx.x * cols;
@@ -39,7 +39,7 @@ __global__ void count_kernel(const scalar_t* __restrict__ tile, int64_t cols, in
     const acc_t v = static_cast<acc_t>(x[k]);
     h += v > s;
     e += v == s;
-    bad += v != v;
+    bad += !(v - v == acc_t(0));  // NaN or infinite
   }
   const int64_t t = target[r] - c0;
   const bool has_target = t >= 0 && t < cols;
@@ -68,7 +68,7 @@ __global__ void count_kernel(const scalar_t* __restrict__ tile, int64_t cols, in
       ties[f * batch + r] += e - drop_e;
     }
   }
-  if (threadIdx.x == 0 && (bad != 0 || s != s)) nan[r] = true;
+  if (threadIdx.x == 0 && (bad != 0 || !(s - s == acc_t(0)))) nonfinite[r] = true;
 }
 
 template <typename scalar_t>
@@ -85,7 +85,7 @@ void pick_target(const at::Tensor& tile, int64_t r0, int64_t c0, const at::Tenso
 template <typename scalar_t>
 void count(const at::Tensor& tile, int64_t r0, int64_t c0, const at::Tensor& score, const at::Tensor& target,
            const at::Tensor& filter_ptr, const at::Tensor& filter_idx, at::Tensor& higher, at::Tensor& ties,
-           at::Tensor& nan) {
+           at::Tensor& nonfinite) {
   using acc_t = at::opmath_type<scalar_t>;
   if (tile.size(0) == 0) return;
   count_kernel<scalar_t, acc_t><<<static_cast<unsigned int>(tile.size(0)), cuda::threads_for_row(tile.size(1)), 0,
@@ -93,7 +93,7 @@ void count(const at::Tensor& tile, int64_t r0, int64_t c0, const at::Tensor& sco
       tile.const_data_ptr<scalar_t>(), tile.size(1), r0, c0, score.size(0), filter_ptr.size(0), filter_ptr.size(1),
       score.const_data_ptr<acc_t>(), target.const_data_ptr<int64_t>(), filter_ptr.const_data_ptr<int64_t>(),
       filter_idx.const_data_ptr<int64_t>(), higher.mutable_data_ptr<int64_t>(), ties.mutable_data_ptr<int64_t>(),
-      nan.mutable_data_ptr<bool>());
+      nonfinite.mutable_data_ptr<bool>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -88,7 +88,7 @@ class ShardedEntityTable(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``ops.filtered_rank_counts`` over the whole table, the same ``(higher, ties) [F, B]`` on
         every rank: owners read their targets' scores from their tiles, every rank counts its shard
-        against them, and the counts are summed (-1 where any rank saw a NaN score)."""
+        against them, and the counts are summed (-1 where any rank saw a NaN or infinite score)."""
         order = torch.argsort(target)  # a row block's targets then fall in few of the owner's chunks
         q, target = q[order], target[order]
         filter_ptr, filter_idx = permute_rows(filter_ptr, filter_idx, order)
@@ -98,8 +98,8 @@ class ShardedEntityTable(nn.Module):
         higher, ties = ops.filtered_rank_counts(
             q, self.weight, target, filter_ptr, filter_idx, scores, offset
         )
-        nan = higher.lt(0).any(0, keepdim=True).long()
-        summed = torch.cat([higher.clamp_min(0), ties.clamp_min(0), nan])
+        bad = higher.lt(0).any(0, keepdim=True).long()
+        summed = torch.cat([higher.clamp_min(0), ties.clamp_min(0), bad])
         dist.all_reduce(summed, group=self.group)
         filters = higher.shape[0]
         flagged = summed[-1:].gt(0)

@@ -118,7 +118,7 @@ def filtered_rank_counts(
 
     Returns ``(higher, ties)``, int64 ``[F, B]``: among this shard's candidates other than the target and
     the row's filtered ids, those scoring ``>`` and ``==`` the target's score. A query whose target
-    score, or any of whose ``N`` scores (filtered or not), is NaN gets -1 in both. Ranks follow:
+    score, or any of whose ``N`` scores (filtered or not), is NaN or infinite gets -1 in both. Ranks:
     optimistic ``1 + higher``, pessimistic ``1 + higher + ties``, realistic their mean.
     """
     check_filter_csr(filter_ptr, filter_idx, q.shape[0])
@@ -134,7 +134,7 @@ def filtered_rank_counts(
     excluded = torch.zeros(batch, num_entities, dtype=torch.bool, device=q.device)
     excluded[rows[inside], local[inside]] = True
     target_score = target_score.to(scores.dtype if scores.dtype == torch.float64 else torch.float32)
-    nan = scores.isnan().any(1) | target_score.isnan()
+    bad = ~torch.isfinite(scores).all(1) | ~torch.isfinite(target_score)
     higher, ties = [], []
     for f in range(filter_ptr.shape[0]):
         counts = filter_ptr[f, 1:] - filter_ptr[f, :-1]
@@ -144,8 +144,8 @@ def filtered_rank_counts(
         mask = excluded.clone()
         mask[ids_rows[keep], ids[keep]] = True
         candidates = torch.where(mask, float("nan"), scores.to(target_score.dtype))
-        higher.append(torch.where(nan, -1, (candidates > target_score[:, None]).sum(1)))
-        ties.append(torch.where(nan, -1, (candidates == target_score[:, None]).sum(1)))
+        higher.append(torch.where(bad, -1, (candidates > target_score[:, None]).sum(1)))
+        ties.append(torch.where(bad, -1, (candidates == target_score[:, None]).sum(1)))
     return torch.stack(higher), torch.stack(ties)
 
 

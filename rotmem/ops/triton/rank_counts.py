@@ -22,7 +22,7 @@ from rotmem.ops.triton._common import check_float, check_same_device, is_fp64, k
 
 @triton.jit
 def _count_kernel(
-    TILE, SCORE, TARGET, FILTER_PTR, FILTER_IDX, HIGHER, TIES, NAN, r0, c0, batch, stride,
+    TILE, SCORE, TARGET, FILTER_PTR, FILTER_IDX, HIGHER, TIES, BAD, r0, c0, batch, stride,
     COLS: tl.constexpr, BLOCK: tl.constexpr, FILTERS: tl.constexpr, FP64: tl.constexpr,
 ):  # fmt: skip
     """Tile row ``i`` (entities ``[c0, c0 + COLS)``) adds its counts to batch row ``r0 + i``."""
@@ -39,7 +39,7 @@ def _count_kernel(
         z = upcast(tl.load(ROW + cols, mask=mask, other=0.0), FP64)
         higher += tl.sum((mask & (z > s)).to(tl.int64), axis=0)
         ties += tl.sum((mask & (z == s)).to(tl.int64), axis=0)
-        bad += tl.sum((mask & (z != z)).to(tl.int64), axis=0)
+        bad += tl.sum((mask & ~(z - z == 0)).to(tl.int64), axis=0)  # NaN or infinite
     t = tl.load(TARGET + row) - c0
     has_target = (t >= 0) & (t < COLS)  # the target is never a candidate
     z = upcast(tl.load(ROW + t, mask=has_target, other=0.0), FP64)
@@ -59,7 +59,7 @@ def _count_kernel(
         out = f * batch + row
         tl.store(HIGHER + out, tl.load(HIGHER + out) + higher - drop_h)
         tl.store(TIES + out, tl.load(TIES + out) + ties - drop_e)
-    tl.store(NAN + row, tl.full([], 1, tl.int8), mask=(bad > 0) | (s != s))
+    tl.store(BAD + row, tl.full([], 1, tl.int8), mask=(bad > 0) | ~(s - s == 0))
 
 
 def _pick_target(tile: torch.Tensor, r0: int, c0: int, target: torch.Tensor, score: torch.Tensor) -> None:
@@ -92,7 +92,7 @@ def _rank_counts(
     acc = torch.float64 if fp64 else torch.float32
     higher = torch.zeros((filters, batch), dtype=torch.int64, device=q.device)
     ties = torch.zeros((filters, batch), dtype=torch.int64, device=q.device)
-    nan = torch.zeros((batch,), dtype=torch.int8, device=q.device)
+    bad = torch.zeros((batch,), dtype=torch.int8, device=q.device)
     if batch == 0 or entities == 0:
         return higher, ties
     picked = target_score is None
@@ -110,10 +110,10 @@ def _rank_counts(
                 _pick_target(tile, r0, c0, target, score)
             launch(
                 _count_kernel, (tile.shape[0],), tile, score, target, filter_ptr, filter_idx,
-                higher, ties, nan, r0, c0, batch, batch + 1,
+                higher, ties, bad, r0, c0, batch, batch + 1,
                 COLS=tile.shape[1], BLOCK=pow2(tile.shape[1], low=16, high=2048), FILTERS=filters, FP64=fp64,
             )  # fmt: skip
-    flagged = nan.bool().unsqueeze(0)
+    flagged = bad.bool().unsqueeze(0)
     return higher.masked_fill(flagged, -1), ties.masked_fill(flagged, -1)
 
 
