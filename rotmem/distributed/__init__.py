@@ -6,7 +6,20 @@ Everything here runs on ``torch.distributed`` (gloo on the CPU, NCCL on GPUs) in
 group someone else started (Lightning, ``torchrun``, or a test's ``torch.multiprocessing``).
 """
 
-from rotmem.distributed.entity_parallel import ShardedEntityTable, entity_parallel_loss, with_entity_rows
+from rotmem.distributed.entity_parallel import (
+    ShardedEntityTable,
+    ShardedRanking,
+    entity_parallel_loss,
+    local_facts,
+    with_entity_rows,
+)
 from rotmem.distributed.shards import EntityShard
 
-__all__ = ["EntityShard", "ShardedEntityTable", "entity_parallel_loss", "with_entity_rows"]
+__all__ = [
+    "EntityShard",
+    "ShardedEntityTable",
+    "ShardedRanking",
+    "entity_parallel_loss",
+    "local_facts",
+    "with_entity_rows",
+]

@@ -47,26 +47,29 @@ def with_entity_rows(model: nn.Module, rows: torch.Tensor, fn: Callable[..., Any
     return torch.func.functional_call(_CallWith(model), {"model.entity": rows}, (fn, *args), strict=False)
 
 
-class ShardedEntityTable(nn.Module):
-    """This rank's rows ``weight [shard.rows, D]`` of an entity table of ``shard.total`` rows."""
+class ShardedEntityTable:
+    """This rank's rows ``weight [shard.rows, D]`` of an entity table of ``shard.total`` rows.
 
-    def __init__(self, weight: torch.Tensor, shard: EntityShard, group: dist.ProcessGroup | None = None):
-        super().__init__()
+    ``weight`` is a parameter a model owns (``take_from`` makes it the model's ``entity``, so names,
+    optimizers and checkpoints see the same parameter as in one process, only smaller).
+    """
+
+    def __init__(self, weight: nn.Parameter, shard: EntityShard, group: dist.ProcessGroup | None = None):
         if weight.dim() != 2 or weight.shape[0] != shard.rows:
             raise ValueError(f"weight {tuple(weight.shape)} does not hold the {shard.rows} rows of {shard}")
-        self.weight = nn.Parameter(weight)
+        self.weight = weight
         self.shard = shard
         self.group = group
 
     @classmethod
     def take_from(cls, model: nn.Module, group: dist.ProcessGroup | None = None) -> ShardedEntityTable:
-        """Move this rank's rows of ``model.entity`` into a sharded table, leaving the model an empty
-        ``[0, D]`` entity table (its queries then run through ``with_entity_rows``)."""
+        """Cut ``model.entity [N, D]`` down to this rank's rows, in place: ``model.entity`` becomes the
+        shard ``[N / world, D]`` (its queries then run through ``with_entity_rows``)."""
         entity = model.entity
         shard = EntityShard.current(entity.shape[0], group)
         rows = entity.detach()[shard.offset : shard.offset + shard.rows].clone()
-        model.entity = nn.Parameter(entity.detach().new_empty(0, entity.shape[1]), requires_grad=False)
-        return cls(rows, shard, group)
+        model.entity = nn.Parameter(rows, requires_grad=entity.requires_grad)
+        return cls(model.entity, shard, group)
 
     def lookup(self, ids: torch.Tensor, sparse_grad: bool = False) -> torch.Tensor:
         """Rows of the global ``ids`` (any rank's): ``[*ids.shape, D]``, the same on every rank.
@@ -110,15 +113,31 @@ class ShardedEntityTable(nn.Module):
         return higher[:, back], ties[:, back]
 
     @torch.no_grad()
-    def full(self) -> torch.Tensor:
-        """The whole table ``[total, D]`` on every rank (checkpoints, tests)."""
-        most = -(-self.shard.total // self.shard.world)
-        padded = self.weight.new_zeros(most, self.weight.shape[1])
-        padded[: self.shard.rows] = self.weight
-        parts = [torch.empty_like(padded) for _ in range(self.shard.world)]
-        dist.all_gather(parts, padded, group=self.group)
-        shards = [EntityShard.of(self.shard.total, r, self.shard.world) for r in range(self.shard.world)]
-        return torch.cat([part[: s.rows] for part, s in zip(parts, shards, strict=True)])
+    def full(self, rows: torch.Tensor | None = None, dst: int | None = None) -> torch.Tensor | None:
+        """The whole table ``[total, ...]`` on the CPU, from each rank's ``rows`` (default: the shard's
+        weights; or any per-row state, e.g. an optimizer's), for checkpoints and tests.
+
+        The shards travel one at a time (a broadcast from each owner), so the device never holds
+        more than one shard beside its own. ``dst``: only that rank keeps the table (the others
+        return None); None: every rank does.
+        """
+        rows = self.weight.detach() if rows is None else rows
+        me = dist.get_rank(self.group)
+        keep = dst is None or dst == me
+        parts = []
+        for rank in range(self.shard.world):
+            shard = EntityShard.of(self.shard.total, rank, self.shard.world)
+            buffer = rows if rank == me else rows.new_empty(shard.rows, *rows.shape[1:])
+            dist.broadcast(
+                buffer, dist.get_global_rank(self.group, rank) if self.group else rank, group=self.group
+            )
+            if keep:
+                parts.append(buffer.cpu())
+        return torch.cat(parts) if keep else None
+
+    def mine(self, full: torch.Tensor) -> torch.Tensor:
+        """This rank's rows of a whole-table tensor ``[total, ...]`` (a copy)."""
+        return full[self.shard.offset : self.shard.offset + self.shard.rows].clone()
 
 
 def local_facts(facts: torch.Tensor) -> torch.Tensor:
@@ -157,3 +176,27 @@ def entity_parallel_loss(
     if terms is not None:
         out.update(with_entity_rows(model, rows, terms, mine))
     return out
+
+
+class ShardedRanking:
+    """What ``rotmem.evaluation.ranking.batch_ranks`` needs of a model whose entity table is sharded:
+    its queries for global ids (rows looked up over ranks) and ``rank_counts`` over the whole table.
+
+    ``batch_ranks(ShardedRanking(model, table), facts, ..., rank_counts=view.rank_counts)``, with the
+    same ``facts`` on every rank, gives every rank the ranks of the whole table.
+    """
+
+    def __init__(self, model: nn.Module, table: ShardedEntityTable):
+        self.model, self.table = model, table
+        self.entity = table.weight
+
+    def query_tails(self, h: torch.Tensor, r: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+        ids = torch.arange(h.numel(), device=h.device)
+        return with_entity_rows(self.model, self.table.lookup(h), lambda m: m.query_tails(ids, r, tau))
+
+    def query_heads(self, r: torch.Tensor, t: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+        ids = torch.arange(t.numel(), device=t.device)
+        return with_entity_rows(self.model, self.table.lookup(t), lambda m: m.query_heads(r, ids, tau))
+
+    def rank_counts(self, q, entity, target, filter_ptr, filter_idx) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.table.rank_counts(q, target, filter_ptr, filter_idx)

@@ -8,7 +8,7 @@ made (``fused=False`` keeps the eager path: one score matrix per direction, one 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -108,17 +108,19 @@ def batch_ranks(
     kinds: tuple[str, ...],
     where: str = "batch",
     fused: bool = True,
+    rank_counts: Callable[..., tuple[torch.Tensor, torch.Tensor]] = ops.filtered_rank_counts,
 ) -> dict[tuple[str, str], torch.Tensor]:
     """Ranks of a batch ``facts [B, 4]`` (on the model's device), tail queries then head queries:
     ``{(filter, tie_rule): ranks [2B]}``. ``where`` names the batch in the error a non-finite
-    score raises (e.g. ``"test split, batch 3"``). ``fused=False``: the eager path (score matrices)."""
+    score raises (e.g. ``"test split, batch 3"``). ``fused=False``: the eager path (score matrices).
+    ``rank_counts``: ``ops.filtered_rank_counts`` or a sharded table's (``rotmem.distributed``)."""
     if not fused:
         return _eager_batch_ranks(model, facts, filters, kinds, where)
     h, r, t, day = facts.unbind(1)
     tau = day.double()
     queries = torch.cat([model.query_tails(h, r, tau), model.query_heads(r, t, tau)])
     filter_ptr, filter_idx = filter_csr(filters, kinds, facts)
-    higher, ties = ops.filtered_rank_counts(queries, model.entity, torch.cat([t, h]), filter_ptr, filter_idx)
+    higher, ties = rank_counts(queries, model.entity, torch.cat([t, h]), filter_ptr, filter_idx)
     bad = higher[0] < 0
     if bool(bad.any()):
         tail_bad, head_bad = int(bad[: len(h)].sum()), int(bad[len(h) :].sum())
