@@ -15,7 +15,7 @@ class RoMemCLI(LightningCLI):
     """Links the dataset's sizes and reference day into the model's arguments."""
 
     def add_arguments_to_parser(self, parser) -> None:
-        for name in ("num_entities", "num_relations", "tau0"):
+        for name in ("num_entities", "num_relations", "tau0", "num_days"):
             parser.link_arguments(f"data.{name}", f"model.{name}", apply_on="instantiate")
 
 

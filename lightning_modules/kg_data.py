@@ -6,7 +6,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
-from rotmem.data import TemporalKG, load_dataset
+from rotmem.data import TemporalKG, load_dataset, split_by_time
 from rotmem.data.negatives import SlotDays, SlotIndex, conflict_aware_negatives, negative_times
 
 
@@ -17,7 +17,8 @@ class TemporalKGDataModule(pl.LightningDataModule):
     float64 (``J = num_negative_times``; J = 0 disables), and, when ``num_negative_entities > 0``,
     ``negative_tails``/``negative_heads [B, K]`` (conflict-aware). Validation/test batches are dicts
     of ``facts`` of the valid/test split and their ``index`` (positions in the split).
-    Under DDP each rank draws its negatives from the seed plus its rank.
+    ``time_split=(valid_from, test_from)`` re-splits the graph by date for temporal extrapolation
+    (``rotmem.data.split_by_time``). Under DDP each rank draws its negatives from the seed plus its rank.
     """
 
     def __init__(
@@ -32,11 +33,14 @@ class TemporalKGDataModule(pl.LightningDataModule):
         num_negative_entities: int = 0,
         seed: int = 0,
         shuffle: bool = True,
+        time_split: tuple[str, str] | None = None,
         kg: TemporalKG | None = None,
     ):
         super().__init__()
         self.save_hyperparameters(ignore=["kg"])
         self.kg = kg if kg is not None else load_dataset(dataset, data_dir)
+        if time_split is not None:
+            self.kg, _ = split_by_time(self.kg, *time_split)
         self.tail_slots = SlotIndex(self.kg.train, self.kg.num_relations, "tail")
         self.head_slots = SlotIndex(self.kg.train, self.kg.num_relations, "head")
         self.slot_days = SlotDays(self.kg.train, self.kg.num_relations)
@@ -60,6 +64,12 @@ class TemporalKGDataModule(pl.LightningDataModule):
     def tau0(self) -> float:
         """Reference day: the first day of the training split."""
         return float(self.kg.first_day)
+
+    @property
+    def num_days(self) -> int:
+        """Days from the first to the last day of the training split, both included."""
+        days = self.kg.train[:, 3]
+        return int(days.max()) - int(days.min()) + 1
 
     def make_batch(self, indices: list[int]) -> dict[str, torch.Tensor]:
         hp = self.hparams

@@ -20,13 +20,21 @@ from rotmem.losses import (
     self_adversarial_loss,
     time_contrastive_loss,
 )
-from rotmem.models.romem import RoMem
+from rotmem.models import build_model
 
 LOSSES = ("1vsall", "self_adversarial")
 
 
 class Phase2Module(pl.LightningModule):
-    """``L = ½(CE_tail + CE_head) + λ·N3 + λ_t·L_time`` (or the self-adversarial loss for DistMult).
+    """``L = ½(CE_tail + CE_head) + λ·N3 + λ_t·L_time + λ_s·smoothness`` (or the self-adversarial
+    loss for DistMult), for any model family (``rotmem.models.FAMILIES``).
+
+    ``family="romem"`` (the paper's model) reads ``dim, k, backbone, speed, gate_path, init_scale,
+    init_s, init_base``; ``family="tntcomplex"`` reads ``dim`` (``2 · rank``), ``init_scale`` and
+    ``num_days`` (its per-day table spans the training days from ``tau0``); ``family="romem-complex"``
+    reads ``dim, speed, gate_path, init_scale, init_s, init_base, num_days, day_residual`` and
+    ``history_windows`` (its history is the training split, indexed at setup). Per-day tables are
+    kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``).
 
     Validation and test log filtered MRR and Hits@k under both filters and the three tie rules
     (``val/time-aware/mrr``, realistic ties, is the checkpoint metric; ``val/time-aware/pessimistic/mrr``
@@ -34,7 +42,7 @@ class Phase2Module(pl.LightningModule):
 
     Under DDP the metrics are gathered over ranks without the sampler's repeats (equal to one
     process's). ``entity_parallel=True`` with the DDP strategy shards the entity table's rows over the
-    ranks (``lightning_modules.entity_parallel``; 1-vs-all loss only).
+    ranks (``lightning_modules.entity_parallel``; the 1-vs-all loss, no history term).
     """
 
     def __init__(
@@ -42,6 +50,8 @@ class Phase2Module(pl.LightningModule):
         num_entities: int,
         num_relations: int,
         tau0: float = 0.0,
+        num_days: int = 1,
+        family: str = "romem",
         dim: int = 500,
         k: int = 3,
         backbone: str = "chronor",
@@ -50,11 +60,14 @@ class Phase2Module(pl.LightningModule):
         init_scale: float = 0.4,
         init_s: float = 1.0,
         init_base: float = 10000.0,
+        day_residual: bool = False,
+        history_windows: list[int] | None = None,
         loss: str = "1vsall",
         adversarial_temperature: float = 1.0,
         regularizer: str = "l4",
         regularizer_weight: float = 0.01,
         time_weight: float = 0.5,
+        smoothness_weight: float = 0.0,
         sigma_years: float = 0.5,
         sigma_final_years: float | None = None,
         optimizer: str = "adagrad",
@@ -64,24 +77,39 @@ class Phase2Module(pl.LightningModule):
         super().__init__()
         if loss not in LOSSES:
             raise ValueError(f"unknown loss {loss!r}; expected one of {LOSSES}")
-        if entity_parallel and loss != "1vsall":
-            raise ValueError(f"entity_parallel=True trains the 1-vs-all loss only, not loss={loss!r}")
+        if entity_parallel and (loss != "1vsall" or history_windows):
+            raise ValueError(
+                "entity_parallel=True trains the plain 1-vs-all loss only "
+                f"(loss={loss!r}, history_windows={history_windows!r})"
+            )
         if speed == "gate" and not gate_path:
             raise ValueError("speed='gate' needs gate_path (a gate.pt from `rotmem gate pretrain`)")
         gate_path = str(Path(gate_path).expanduser()) if gate_path else None
         self.save_hyperparameters()
         self.hparams.gate_path = gate_path
-        self.model = RoMem(
-            num_entities,
-            num_relations,
+        if family == "romem":
+            family_args = dict(
+                k=k, backbone=backbone, speed=speed, tau0=tau0, init_s=init_s, init_base=init_base
+            )
+        elif family == "romem-complex":
+            family_args = dict(
+                speed=speed,
+                tau0=tau0,
+                num_days=num_days,
+                init_s=init_s,
+                init_base=init_base,
+                day_residual=day_residual,
+                history_windows=history_windows,
+            )
+        else:
+            family_args = dict(first_day=int(tau0), num_days=num_days)
+        self.model = build_model(
+            family,
+            num_entities=num_entities,
+            num_relations=num_relations,
             dim=dim,
-            k=k,
-            backbone=backbone,
-            speed=speed,
             init_scale=init_scale,
-            tau0=tau0,
-            init_s=init_s,
-            init_base=init_base,
+            **family_args,
         )
         self._ranks = EvaluationRanks()
         self.entity_table = None  # this rank's shard, with entity_parallel under DDP
@@ -95,7 +123,10 @@ class Phase2Module(pl.LightningModule):
         kg = self.kg
         if self.model.entities is None:
             self.model.set_vocabulary(kg.entities, kg.relations)
-        if self.hparams.speed == "gate" and stage == "fit":
+        history = getattr(self.model, "history", None)
+        if history is not None and history.codes.numel() == 0:
+            history.index(kg.train)
+        if self.hparams.family != "tntcomplex" and self.hparams.speed == "gate" and stage == "fit":
             from rotmem.gate import relation_speeds
 
             if not Path(self.hparams.gate_path).is_file():
@@ -145,6 +176,10 @@ class Phase2Module(pl.LightningModule):
             )
             loss = loss + hp.time_weight * time_loss
             logs["train/time"] = time_loss
+        smoothness = self.model.time_regularizer()
+        if hp.smoothness_weight > 0 and smoothness is not None:
+            loss = loss + hp.smoothness_weight * smoothness
+            logs["train/smoothness"] = smoothness
         return self._log_loss(loss, logs, facts.shape[0])
 
     def _entity_parallel_step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -162,6 +197,10 @@ class Phase2Module(pl.LightningModule):
         loss = parts["fit"] + hp.regularizer_weight * parts["reg"]
         if timed:
             loss = loss + hp.time_weight * parts["time"]
+        smoothness = self.model.time_regularizer()  # per-day tables: replicated, no entity row
+        if hp.smoothness_weight > 0 and smoothness is not None:
+            loss = loss + hp.smoothness_weight * smoothness
+            parts["smoothness"] = smoothness
         return self._log_loss(loss, {f"train/{k}": v for k, v in parts.items()}, batch["facts"].shape[0])
 
     def _log_loss(self, loss: torch.Tensor, logs: dict[str, torch.Tensor], batch_size: int) -> torch.Tensor:

@@ -6,19 +6,21 @@ import torch
 import torch.nn.functional as F
 
 from rotmem import ops
-from rotmem.models.romem import RoMem
-from rotmem.ops.table_grad import gather_rows
+from rotmem.models.base import TemporalKGE
+from rotmem.ops.biased_cross_entropy import cross_entropy_all_biased
 
 DAYS_PER_YEAR = 365.25
 
 
-def one_vs_all_loss(model: RoMem, facts: torch.Tensor) -> torch.Tensor:
+def one_vs_all_loss(model: TemporalKGE, facts: torch.Tensor) -> torch.Tensor:
     """``½(CE_tail + CE_head)``: 1-vs-all cross-entropy over all entities, both directions.
 
     ``facts [B, 4]`` int64 ``(h, r, t, day)``. Both directions' queries come from one fused query
-    call and go through one fused CE call. The CE gives every entity a gradient, so the queries'
-    rows give theirs sparse (``rotmem.ops.table_grad``), and so may terms of the loss made after
-    this one (``embedding_regularizer(..., sparse_grad=True)``): no second ``[N, 2n]`` tensor.
+    call and go through one fused CE call (with the model's history term as a sparse logit bias,
+    ``rotmem.ops.biased_cross_entropy``, for a family that has one). The CE gives every entity a
+    gradient, so the queries' rows give theirs sparse (``rotmem.ops.table_grad``), and so may terms
+    of the loss made after this one (``embedding_regularizer(..., sparse_grad=True)``): no second
+    ``[N, 2n]`` tensor.
     """
     h, r, t, day = facts.unbind(1)
     # Autograd adds a sparse gradient into a dense one in place only when the sparse one arrived
@@ -27,28 +29,32 @@ def one_vs_all_loss(model: RoMem, facts: torch.Tensor) -> torch.Tensor:
     # queries, so it arrives after their sparse rows.
     candidates = torch.ops.aten.alias(model.entity)
     queries = model.query_tails_and_heads(h, r, t, day, sparse_grad=True)
-    return ops.cross_entropy_all(queries, candidates, torch.cat([t, h]))
+    targets = torch.cat([t, h])
+    history = getattr(model, "history_bias", None)
+    bias = None
+    if history is not None:  # a model with a history term: its training facts leave themselves out
+        head = torch.cat([torch.zeros_like(r, dtype=torch.bool), torch.ones_like(r, dtype=torch.bool)])
+        days = torch.cat([day, day]).double()
+        bias = history(torch.cat([h, t]), torch.cat([r, r]), days, head, exclude=targets)
+    if bias is None:
+        return ops.cross_entropy_all(queries, candidates, targets)
+    return cross_entropy_all_biased(queries, candidates, targets, *bias)
 
 
 def embedding_regularizer(
-    model: RoMem, facts: torch.Tensor, kind: str = "l4", sparse_grad: bool = False
+    model: TemporalKGE, facts: torch.Tensor, kind: str = "l4", sparse_grad: bool = False
 ) -> torch.Tensor:
-    """``(Σ|e_h|⁴ + Σ|w_r|⁴ + Σ|ŵ_r|⁴ + Σ|e_t|⁴) / B`` over the batch's rows (``kind="l4"``), or
-    the same with tkbc's cubed pair modulus (``kind="modulus3"``).
+    """The model family's N3/L4 regulariser over the batch's rows, divided by the batch size
+    (``RoMem``: ``(Σ|e_h|⁴ + Σ|w_r|⁴ + Σ|ŵ_r|⁴ + Σ|e_t|⁴) / B`` for ``kind="l4"``).
 
     ``sparse_grad``: the entity rows' gradient is sparse, for a loss whose other terms give the
     entity table a dense gradient (``rotmem.ops.table_grad``).
     """
-    h, r, t, _ = facts.unbind(1)
-    # one gather per table; index_select's backward (index_add) is ~2.5x faster than indexing's
-    rows = [gather_rows(model.entity, torch.cat([h, t]), sparse_grad), model.w.index_select(0, r)]
-    if model.w_hat is not None:
-        rows.append(model.w_hat.index_select(0, r))
-    return ops.n3(rows, kind=kind) / facts.shape[0]
+    return model.regularizer(facts, kind, sparse_grad)
 
 
 def time_contrastive_loss(
-    model: RoMem,
+    model: TemporalKGE,
     facts: torch.Tensor,
     negative_days: torch.Tensor,
     sigma_years: float,
@@ -72,7 +78,7 @@ def time_contrastive_loss(
 
 
 def self_adversarial_loss(
-    model: RoMem,
+    model: TemporalKGE,
     facts: torch.Tensor,
     negative_tails: torch.Tensor,
     negative_heads: torch.Tensor,

@@ -140,3 +140,40 @@ def test_scale_quick(tmp_path):
     )
     assert all(r["command"].startswith("python") and r["load_1min"] for r in rows)
     assert (tmp_path / "scale_quick.png").stat().st_size > 0
+
+
+def test_accuracy_race_smoke(tmp_path):
+    """Two model families race one epoch each on the synthetic KG; CSV, PNG and table come out."""
+    pytest.importorskip("matplotlib")
+    import os
+    import subprocess
+
+    env = dict(os.environ, HOME=str(tmp_path / "home"))  # the RoMem config pretrains its gate there
+    env.pop("XDG_CACHE_HOME", None)
+    out = tmp_path / "race"
+    command = [
+        sys.executable,
+        str(ROOT / "benchmarks/accuracy_race.py"),
+        "--budget-s",
+        "60",
+        "--max-epochs",
+        "1",
+    ]
+    command += ["--configs", "synthetic.yaml", "icews05-15-tntcomplex.yaml", "--data", "synthetic"]
+    result = subprocess.run(
+        command + ["--out-dir", str(out)], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    with (out / "accuracy_race.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    models = {r["model"] for r in rows}
+    assert models == {"synthetic", "icews05-15-tntcomplex"}
+    for model in models:  # one epoch: 2 filters x 3 tie rules
+        mine = [r for r in rows if r["model"] == model]
+        assert {(r["filter"], r["tie"]) for r in mine} == {
+            (f, t) for f in ("time-aware", "static") for t in ("optimistic", "realistic", "pessimistic")
+        }
+        assert all(float(r["epoch"]) == 1.0 and 0 < float(r["mrr"]) <= 1 for r in mine)
+        assert all(0 <= float(r["time_auc"]) <= 1 for r in mine)
+    assert (out / "accuracy_race.png").stat().st_size > 0
+    assert "time-aware" in result.stdout and "command: " in result.stdout

@@ -139,3 +139,21 @@ def test_synthetic_graph_is_seeded_and_knows_the_truth():
     assert a.holder(person, "born in", a.first_day) == a.holder(person, "born in", a.last_day)
     homes = {a.holder(person, "lives in", d) for d in range(a.first_day, a.last_day, 30)}
     assert len(homes) >= 2
+
+
+def test_split_by_time_orders_the_splits_and_drops_what_train_never_saw():
+    from rotmem.data import TemporalKG, day_of, split_by_time
+
+    d = day_of
+    train = torch.tensor([[0, 0, 1, d("2014-01-02")], [1, 0, 2, d("2013-05-01")], [3, 1, 4, d("2015-03-01")]])
+    valid = torch.tensor([[0, 0, 2, d("2014-06-01")], [0, 1, 4, d("2014-07-01")]])  # e4 only after 2014
+    test = torch.tensor([[2, 0, 0, d("2015-02-01")], [1, 0, 0, d("2014-12-31")]])
+    kg = TemporalKG("toy", [f"e{i}" for i in range(5)], ["r0", "r1"], train, valid, test)
+    split, counts = split_by_time(kg, "2014-03-01", "2015-01-01")
+    assert split.train[:, 3].max() < d("2014-03-01") <= split.valid[:, 3].min()
+    assert split.valid[:, 3].max() < d("2015-01-01") <= split.test[:, 3].min()
+    # r1 and e3, e4 are never seen before 2014-03-01: their facts are dropped from valid and test
+    assert counts == {"train": 2, "valid": 2, "valid_dropped": 1, "test": 1, "test_dropped": 1}
+    assert split.entities == kg.entities and split.name == "toy@2014-03-01,2015-01-01"
+    with pytest.raises(ValueError, match="must come after"):
+        split_by_time(kg, "2015-01-01", "2014-01-01")

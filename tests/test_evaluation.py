@@ -8,7 +8,14 @@ import torch
 
 from rotmem import RoMem
 from rotmem.data import TemporalKG
-from rotmem.evaluation import FILTERS, AnswerFilter, evaluate, evaluate_all, filtered_ranks
+from rotmem.evaluation import (
+    FILTERS,
+    AnswerFilter,
+    evaluate,
+    evaluate_all,
+    filtered_ranks,
+    time_discrimination,
+)
 from rotmem.evaluation.ranking import NonFiniteScoreError
 
 
@@ -158,3 +165,18 @@ def test_a_nan_score_raises_naming_the_split_and_batch(synthetic):
         model.entity[3] = float("nan")  # reaches tail queries of batch 0 whose candidates include it
     with pytest.raises(NonFiniteScoreError, match=r"valid split, batch 0 \(tail queries\)"):
         evaluate(model, kg, "valid", batch_size=10_000)
+
+
+def test_time_discrimination_counts_other_day_answers_by_hand():
+    kg = tiny_graph()
+    tails = torch.zeros(5, 5)
+    # query (0, r, ?, 10), answer 2: e3 answers (0, r) at day 20 only, so it is the one other-day
+    # answer (e1 is true at day 10 too, so it is not). e3 above the answer: 0 of 1 pairs right.
+    tails[0] = torch.tensor([0.9, 0.8, 0.5, 0.7, 0.5])
+    heads = torch.zeros(5, 5)  # head query (?, r, 2, 10): no other-day answer, not counted
+    result = time_discrimination(FixedScores(tails, heads), kg, "test")
+    assert result == {"auc": 0.0, "queries": 1}
+    tails[0, 3] = 0.5  # a tie counts one half
+    assert time_discrimination(FixedScores(tails, heads), kg, "test")["auc"] == 0.5
+    tails[0, 3] = 0.1
+    assert time_discrimination(FixedScores(tails, heads), kg, "test")["auc"] == 1.0

@@ -118,3 +118,28 @@ def test_the_checkpoint_metric_of_a_model_whose_scores_all_tie_is_about_one_over
     n = small_kg.num_entities
     assert 2 / (n + 1) <= metrics["val/time-aware/mrr"] < 3 / n  # realistic ties: (1 + N')/2
     assert metrics["val/time-aware/optimistic/mrr"] == 1.0  # what the old default reported
+
+
+def test_tntcomplex_trains_through_the_same_module_and_checkpoint(tmp_path, small_kg):
+    data = TemporalKGDataModule(kg=small_kg, batch_size=256, num_negative_times=0)
+    module = Phase2Module(
+        data.num_entities,
+        data.num_relations,
+        data.tau0,
+        num_days=data.num_days,
+        family="tntcomplex",
+        dim=32,
+        init_scale=0.1,
+        regularizer="modulus3",
+        regularizer_weight=1e-3,
+        smoothness_weight=1.0,
+        time_weight=0.0,
+    )
+    before = evaluate(module.model, small_kg, "valid")["mrr"]
+    fit = trainer(tmp_path, epochs=4)
+    fit.fit(module, datamodule=data)
+    assert evaluate(module.model, small_kg, "valid")["mrr"] > before + 0.1
+    loaded = load_model(fit.checkpoint_callback.best_model_path)
+    assert type(loaded).__name__ == "TNTComplEx" and loaded.time.shape[0] == data.num_days
+    h, r, day = small_kg.test[:20, 0], small_kg.test[:20, 1], small_kg.test[:20, 3]
+    torch.testing.assert_close(loaded.score_tails(h, r, day), module.model.eval().score_tails(h, r, day))

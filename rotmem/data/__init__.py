@@ -3,6 +3,7 @@
 from rotmem.data.registry import fetch, find_dataset, load_dataset
 from rotmem.data.synthetic import SyntheticKG, synthetic_kg
 from rotmem.data.temporal_kg import DataFormatError, TemporalKG, date_of, day_of, load_directory
+from rotmem.data.time_split import split_by_time
 
 __all__ = [
     "DataFormatError",
@@ -14,5 +15,6 @@ __all__ = [
     "find_dataset",
     "load_dataset",
     "load_directory",
+    "split_by_time",
     "synthetic_kg",
 ]

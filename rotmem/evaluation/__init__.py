@@ -9,6 +9,7 @@ from rotmem.evaluation.ranking import (
     filtered_ranks,
     metrics_from_ranks,
 )
+from rotmem.evaluation.time_discrimination import time_discrimination
 
 __all__ = [
     "FILTERS",
@@ -19,4 +20,5 @@ __all__ = [
     "evaluate_all",
     "filtered_ranks",
     "metrics_from_ranks",
+    "time_discrimination",
 ]

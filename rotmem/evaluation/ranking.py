@@ -3,7 +3,8 @@
 Ranks come from ``rotmem.ops.filtered_rank_counts``: the fused kernels score a batch's queries
 (``model.query_tails`` / ``query_heads``) against ``model.entity`` tile by tile and count, for every
 filter at once, the candidates above and equal to each target, so no ``[B, N]`` score matrix is
-made (``fused=False`` keeps the eager path: one score matrix per direction, one pass per filter).
+made (``fused=False`` keeps the eager path: one score matrix per direction, one pass per filter; a
+model whose scores add a history term to ``q @ entity^T`` is ranked that way).
 """
 
 from __future__ import annotations
@@ -112,9 +113,10 @@ def batch_ranks(
 ) -> dict[tuple[str, str], torch.Tensor]:
     """Ranks of a batch ``facts [B, 4]`` (on the model's device), tail queries then head queries:
     ``{(filter, tie_rule): ranks [2B]}``. ``where`` names the batch in the error a non-finite
-    score raises (e.g. ``"test split, batch 3"``). ``fused=False``: the eager path (score matrices).
+    score raises (e.g. ``"test split, batch 3"``). ``fused=False``: the eager path (score matrices),
+    which a model with a history term (a sparse bias on ``q @ entity^T``) always takes.
     ``rank_counts``: ``ops.filtered_rank_counts`` or a sharded table's (``rotmem.distributed``)."""
-    if not fused:
+    if not fused or getattr(model, "history", None) is not None:
         return _eager_batch_ranks(model, facts, filters, kinds, where)
     h, r, t, day = facts.unbind(1)
     tau = day.double()

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import torch
 from torch import nn
 
 from rotmem import ops
+from rotmem.models.base import TemporalKGE, as_days
 from rotmem.models.spectrum import TemporalSpectrum
 from rotmem.models.speeds import RelationSpeed
 from rotmem.ops.table_grad import gather_rows
@@ -24,18 +22,14 @@ def complex_dims(dim: int, k: int) -> int:
     return n
 
 
-def as_days(tau: torch.Tensor | float, like: torch.Tensor) -> torch.Tensor:
-    """``tau`` (days since 1970-01-01) as a float64 tensor on ``like``'s device, shaped as ``like``."""
-    tau = torch.as_tensor(tau, dtype=torch.float64, device=like.device)
-    return tau.expand(like.shape) if tau.dim() == 0 else tau
-
-
-class RoMem(nn.Module):
-    """The RoMem temporal KG embedding (ROMEM.md).
+class RoMem(TemporalKGE):
+    """The RoMem temporal KG embedding (ROMEM.md), kept as the paper defines it.
 
     Tables: ``entity [N, 2n]``, ``w [R, 2n]`` and, for the ChronoR backbone, ``w_hat [R, 2n]``
     (split-halves complex layout). Indices are int64 tensors; ``tau`` is days since 1970-01-01.
     """
+
+    family = "romem"
 
     def __init__(
         self,
@@ -53,7 +47,7 @@ class RoMem(nn.Module):
         super().__init__()
         if backbone not in BACKBONES:
             raise ValueError(f"unknown backbone {backbone!r}; expected one of {BACKBONES}")
-        self.config: dict[str, Any] = dict(
+        self.config = dict(
             num_entities=num_entities,
             num_relations=num_relations,
             dim=dim,
@@ -76,12 +70,6 @@ class RoMem(nn.Module):
         self.w_hat = table(num_relations) if backbone == "chronor" else None
         self.spectrum = TemporalSpectrum(self.n, tau0=tau0, init_s=init_s, init_base=init_base)
         self.speed = RelationSpeed(num_relations, source=speed)
-        self.entities: list[str] | None = None
-        self.relations: list[str] | None = None
-
-    @property
-    def num_entities(self) -> int:
-        return self.entity.shape[0]
 
     @property
     def tau0(self) -> float:
@@ -98,8 +86,9 @@ class RoMem(nn.Module):
 
     # --- queries ----------------------------------------------------------------------------
     def _query(
-        self, e: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float, sparse_grad: bool = False
+        self, e: torch.Tensor, r: torch.Tensor, tau: torch.Tensor, head: torch.Tensor, sparse_grad: bool
     ) -> torch.Tensor:
+        # f is symmetric in h and t: a head query is built as a tail query from the tail.
         # Days stay at least float32: bfloat16 rounds days near 16,000 to 64-day steps.
         return ops.unrotated_query_indexed(
             self.entity,
@@ -107,38 +96,13 @@ class RoMem(nn.Module):
             self.w_hat,
             e,
             r,
-            as_days(tau, r).to(torch.promote_types(self.entity.dtype, torch.float32)),
+            tau.to(torch.promote_types(self.entity.dtype, torch.float32)),
             self.alpha(r),
             self.spectrum.log_s,
             self.spectrum.log_base,
             self.tau0,
             sparse_grad,
         )
-
-    def query_tails(self, h: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
-        """``q_tail [B, 2n]`` with ``f(h, r, t | tau) = <q_tail, e_t>``."""
-        return self._query(h, r, tau)
-
-    def query_heads(self, r: torch.Tensor, t: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
-        """``q_head [B, 2n]`` with ``f(h, r, t | tau) = <q_head, e_h>``."""
-        return self._query(t, r, tau)
-
-    def query_tails_and_heads(
-        self,
-        h: torch.Tensor,
-        r: torch.Tensor,
-        t: torch.Tensor,
-        tau: torch.Tensor | float,
-        sparse_grad: bool = False,
-    ) -> torch.Tensor:
-        """``cat([query_tails(h, r, tau), query_heads(r, t, tau)])``: ``[2B, 2n]``, in one fused call
-        (one gather and, in training, one gradient scatter into the tables instead of two).
-
-        ``sparse_grad``: the entity table's gradient is sparse, for a loss that also gives the
-        table a dense gradient (``rotmem.ops.table_grad``).
-        """
-        days = as_days(tau, r)
-        return self._query(torch.cat([h, t]), torch.cat([r, r]), torch.cat([days, days]), sparse_grad)
 
     # --- scores -----------------------------------------------------------------------------
     def relation_vector(self, r: torch.Tensor) -> torch.Tensor:
@@ -166,44 +130,12 @@ class RoMem(nn.Module):
         theta = self.spectrum(alpha, tau)
         return (ops.rotate(e_h, theta) * rel * ops.rotate(e_t, theta)).sum(-1)
 
-    def score_tails(self, h: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
-        """Scores ``[B, N]`` of every entity as the tail of ``(h, r, ?, tau)``."""
-        return ops.score_all(self.query_tails(h, r, tau), self.entity)
-
-    def score_heads(self, r: torch.Tensor, t: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
-        """Scores ``[B, N]`` of every entity as the head of ``(?, r, t, tau)``."""
-        return ops.score_all(self.query_heads(r, t, tau), self.entity)
-
-    # --- vocabulary -------------------------------------------------------------------------
-    def set_vocabulary(self, entities: Sequence[str], relations: Sequence[str]) -> None:
-        """Attach id -> string lists so queries can use names."""
-        if len(entities) != self.num_entities or len(relations) != self.w.shape[0]:
-            raise ValueError("vocabulary sizes do not match the model's tables")
-        self.entities, self.relations = list(entities), list(relations)
-        self._entity_ids = {e: i for i, e in enumerate(self.entities)}
-        self._relation_ids = {r: i for i, r in enumerate(self.relations)}
-
-    def entity_ids(self, names: Sequence[str]) -> torch.Tensor:
-        """Ids of entity strings; a KeyError names every unknown one."""
-        return self._ids(names, ("entity", "entities"), getattr(self, "_entity_ids", None))
-
-    def relation_ids(self, names: Sequence[str]) -> torch.Tensor:
-        """Ids of relation strings; a KeyError names every unknown one."""
-        return self._ids(names, ("relation", "relations"), getattr(self, "_relation_ids", None))
-
-    def _ids(self, names: Sequence[str], kind: tuple[str, str], table: dict[str, int] | None) -> torch.Tensor:
-        if table is None:
-            raise RuntimeError("this model has no vocabulary; load it with rotmem.load_model")
-        unknown = [name for name in names if name not in table]
-        if unknown:
-            raise KeyError(f"unknown {kind[len(unknown) > 1]}: {unknown}")
-        return torch.tensor([table[name] for name in names], device=self.entity.device)
-
-    # --- persistence ------------------------------------------------------------------------
-    def checkpoint_payload(self) -> dict[str, Any]:
-        """What ``rotmem.load_model`` needs besides the state dict."""
-        return {"config": dict(self.config), "entities": self.entities, "relations": self.relations}
-
-    def save(self, path: str) -> None:
-        """Save weights, configuration and vocabulary (readable by ``rotmem.load_model``)."""
-        torch.save({"rotmem": self.checkpoint_payload(), "state_dict": self.state_dict()}, path)
+    def regularizer(self, facts: torch.Tensor, kind: str = "l4", sparse_grad: bool = False) -> torch.Tensor:
+        """``(Σ|e_h|⁴ + Σ|w_r|⁴ + Σ|ŵ_r|⁴ + Σ|e_t|⁴) / B`` over the batch's rows (``kind="l4"``), or
+        the same with tkbc's cubed pair modulus (``kind="modulus3"``)."""
+        h, r, t, _ = facts.unbind(1)
+        # one gather per table; index_select's backward (index_add) is ~2.5x faster than indexing's
+        rows = [gather_rows(self.entity, torch.cat([h, t]), sparse_grad), self.w.index_select(0, r)]
+        if self.w_hat is not None:
+            rows.append(self.w_hat.index_select(0, r))
+        return ops.n3(rows, kind=kind) / facts.shape[0]

@@ -164,6 +164,21 @@ def target_scores(
     return torch.where(inside, scores.to(acc), torch.zeros((), dtype=acc, device=q.device))
 
 
+def cross_entropy_all_biased(
+    q: torch.Tensor,
+    entity: torch.Tensor,
+    target: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    bias: torch.Tensor,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """``cross_entropy_all`` with ``bias [P]`` added to the logits at ``(rows [P], cols [P])``
+    (pairs distinct), the rest of ``[B, N]`` unbiased."""
+    logits = score_all(q, entity).float().index_put((rows, cols), bias.float(), accumulate=True)
+    return F.cross_entropy(logits, target, reduction=reduction)
+
+
 def n3(tensors: Sequence[torch.Tensor], kind: str = "l4") -> torch.Tensor:
     """Regulariser summed over ``tensors`` (each ``[..., 2n]``); the caller divides by batch size.
 

@@ -1,0 +1,211 @@
+"""RoMem on a ComplEx backbone: the paper's relation-conditioned rotation in time, made to count.
+
+Why not the ChronoR backbone: there ``f = Σ_i Rot(e_h, θ)_i · (w ⊙ ŵ)_i · Rot(e_t, θ)_i`` rotates
+head and tail together against a real diagonal, so per complex pair the score is
+``½|h||t|[(w_re + w_im) cos(φ_h − φ_t) + (w_re − w_im) cos(φ_h + φ_t + 2θ)]``: time only moves the
+second term, which vanishes wherever a relation's two weights are equal, and ``f(h, r, t) =
+f(t, r, h)`` for every relation, so "A visits B" scores as "B visits A".
+
+This family keeps RoMem's functional time and puts it where it cannot cancel. Per complex pair,
+with reciprocal relations for head queries (as tkbc does):
+
+``f(h, r, t | τ) = Re( Σ_j h_j · (s_rj + d_rj · e^{iθ_r(τ)_j} · (1 + u(τ)_j)) · conj(t_j) ) + H(h, r, t, τ)``
+
+- ``θ_r(τ)_j = α_r · s · (τ − τ₀) · base^(−j/n)``: RoMem's spectrum and speeds (constant, learned
+  or the Semantic Speed Gate), so any real day can be scored and static relations (α → 0) do not
+  rotate;
+- ``s_r`` (static) and ``d_r`` (dynamic) relation rows, as in TNTComplEx;
+- ``u(τ)`` (``day_residual``): an optional per-day residual of the rotation, one row per day of
+  the training range, read by linear interpolation between days and, past the range, the nearest
+  end (as ``TNTComplEx.time_embedding``), kept smooth by ``time_regularizer``; zero at init, so
+  the model starts as pure functional time;
+- ``H`` (``history_windows``): an optional term from the training facts themselves
+  (``rotmem.models.history``): how often ``(h, r, t)`` happened within each window of ``τ``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from rotmem import ops
+from rotmem.models.base import TemporalKGE, as_days
+from rotmem.models.history import FactHistory
+from rotmem.models.spectrum import TemporalSpectrum
+from rotmem.models.speeds import RelationSpeed
+from rotmem.models.tntcomplex import complex_product
+from rotmem.ops.table_grad import gather_rows
+
+
+class RoMemComplEx(TemporalKGE):
+    """RoMem's rotation on a ComplEx/TNT backbone (module docstring); ``dim = 2n`` real coordinates.
+
+    Tables: ``entity [N, 2n]``, ``rel_static``, ``rel_dynamic [2R, 2n]``, optional ``day [days, 2n]``;
+    normal init times ``init_scale``. ``facts`` (the training split) fills the history when
+    ``history_windows`` is set; a loaded model restores it from its checkpoint.
+    """
+
+    family = "romem-complex"
+
+    def __init__(
+        self,
+        num_entities: int,
+        num_relations: int,
+        dim: int = 256,
+        tau0: float = 0.0,
+        num_days: int = 1,
+        speed: str = "constant",
+        init_s: float = 0.01,
+        init_base: float = 10000.0,
+        init_scale: float = 1e-2,
+        day_residual: bool = True,
+        history_windows: Sequence[int] | None = None,
+        facts: torch.Tensor | None = None,
+    ):
+        super().__init__()
+        if dim < 2:
+            raise ValueError(f"dim must be at least 2, got {dim}")
+        windows = list(history_windows) if history_windows else None
+        self.config = dict(
+            num_entities=num_entities,
+            num_relations=num_relations,
+            dim=dim,
+            tau0=tau0,
+            num_days=num_days,
+            speed=speed,
+            init_s=init_s,
+            init_base=init_base,
+            init_scale=init_scale,
+            day_residual=day_residual,
+            history_windows=windows,
+        )
+        self.n = dim // 2
+
+        def table(rows: int, scale: float = init_scale) -> nn.Parameter:
+            return nn.Parameter(torch.randn(rows, 2 * self.n) * scale)
+
+        self.entity = table(num_entities)
+        self.rel_static = table(2 * num_relations)
+        self.rel_dynamic = table(2 * num_relations)
+        self.day = table(num_days, 0.0) if day_residual else None
+        self.spectrum = TemporalSpectrum(self.n, tau0=tau0, init_s=init_s, init_base=init_base)
+        self.speed = RelationSpeed(num_relations, source=speed)
+        self.history = FactHistory(num_entities, num_relations, windows, facts) if windows else None
+
+    @property
+    def tau0(self) -> float:
+        return self.spectrum.tau0
+
+    # --- time -------------------------------------------------------------------------------
+    def alpha(self, r: torch.Tensor) -> torch.Tensor:
+        """Rotation speeds ``alpha_r`` for relation ids ``r`` (reciprocals share their relation's)."""
+        return self.speed(r % self.num_relations)
+
+    def day_embedding(self, tau: torch.Tensor) -> torch.Tensor:
+        """``u(τ) [..., 2n]``: the per-day residual, interpolated between days, clamped past the range."""
+        position = (tau.double() - self.tau0).clamp(0, self.day.shape[0] - 1)
+        below = position.floor().long()
+        above = (below + 1).clamp(max=self.day.shape[0] - 1)
+        weight = (position - below).to(self.day.dtype).unsqueeze(-1)
+        low, high = self.day[below], self.day[above]
+        return low + weight * (high - low)
+
+    def dynamic_part(self, rows: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+        """``d_r ⊙ e^{iθ_r(τ)} ⊙ (1 + u(τ))`` for relation rows ``rows`` (``R + r`` reciprocal)."""
+        theta = self.spectrum(self.alpha(rows), tau)
+        turn = torch.cat([torch.cos(theta), torch.sin(theta)], dim=-1).to(self.rel_dynamic.dtype)
+        if self.day is not None:
+            turn = turn + complex_product(turn, self.day_embedding(tau))
+        return complex_product(self.rel_dynamic[rows], turn)
+
+    def relation_parts(
+        self, r: torch.Tensor, tau: torch.Tensor, head: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(dynamic, static)`` relation vectors ``[..., 2n]`` (reciprocal rows where ``head``)."""
+        rows = r + head.long() * self.num_relations
+        return self.dynamic_part(rows, tau), self.rel_static[rows]
+
+    # --- queries and scores -----------------------------------------------------------------
+    def _query(
+        self, e: torch.Tensor, r: torch.Tensor, tau: torch.Tensor, head: torch.Tensor, sparse_grad: bool
+    ) -> torch.Tensor:
+        dynamic, static = self.relation_parts(r, tau, head)
+        return complex_product(gather_rows(self.entity, e, sparse_grad), dynamic + static)
+
+    def history_bias(
+        self,
+        e: torch.Tensor,
+        r: torch.Tensor,
+        tau: torch.Tensor,
+        head: torch.Tensor,
+        exclude: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """The history term as sparse ``(rows, answers, bias)`` for these queries, or None."""
+        if self.history is None:
+            return None
+        return self.history.bias(e, r + head.long() * self.num_relations, tau, exclude)
+
+    def _scores(self, e, r, tau, head: bool) -> torch.Tensor:
+        tau = as_days(tau, r)
+        heads = torch.full_like(r, head, dtype=torch.bool)
+        scores = ops.score_all(self._query(e, r, tau, heads, False), self.entity)
+        bias = self.history_bias(e, r, tau, heads)
+        if bias is not None:
+            rows, answers, values = bias
+            scores = scores.index_put((rows, answers), values.to(scores.dtype), accumulate=True)
+        return scores
+
+    def score_tails(self, h: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
+        """Scores ``[B, N]`` of every entity as the tail of ``(h, r, ?, tau)``, history included."""
+        return self._scores(h, r, tau, head=False)
+
+    def score_heads(self, r: torch.Tensor, t: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
+        """Scores ``[B, N]`` of every entity as the head of ``(?, r, t, tau)``, history included."""
+        return self._scores(t, r, tau, head=True)
+
+    def score(
+        self,
+        h: torch.Tensor,
+        r: torch.Tensor,
+        t: torch.Tensor,
+        tau: torch.Tensor | float,
+        sparse_grad: bool = False,
+    ) -> torch.Tensor:
+        """``f(h, r, t | τ)``: ``[B]`` for ``tau [B]``, or ``[B, J]`` for ``tau [B, J]``."""
+        tau = as_days(tau, r)
+        e_h, e_t = gather_rows(self.entity, h, sparse_grad), gather_rows(self.entity, t, sparse_grad)
+        several = tau.dim() == r.dim() + 1
+        if several:
+            r, h, t = (x.unsqueeze(-1).expand(tau.shape) for x in (r, h, t))
+            e_h, e_t = e_h.unsqueeze(-2), e_t.unsqueeze(-2)
+        dynamic, static = self.relation_parts(r, tau, torch.zeros_like(r, dtype=torch.bool))
+        scores = (complex_product(e_h, dynamic + static) * e_t).sum(-1)
+        if self.history is not None:
+            flat_h, flat_r, flat_t = h.reshape(-1), r.reshape(-1), t.reshape(-1)
+            rows, answers, values = self.history.bias(flat_h, flat_r, tau.reshape(-1))
+            hit = answers == flat_t[rows]
+            extra = torch.zeros(flat_h.numel(), dtype=scores.dtype, device=scores.device)
+            scores = scores + extra.index_add(0, rows[hit], values[hit].to(scores.dtype)).view(scores.shape)
+        return scores
+
+    # --- regularisers -----------------------------------------------------------------------
+    def regularizer(
+        self, facts: torch.Tensor, kind: str = "modulus3", sparse_grad: bool = False
+    ) -> torch.Tensor:
+        """tkbc's N3 over both directions' queries, as ``TNTComplEx.regularizer``."""
+        h, r, t, day = facts.unbind(1)
+        both = torch.cat([torch.zeros_like(r, dtype=torch.bool), torch.ones_like(r, dtype=torch.bool)])
+        dynamic, static = self.relation_parts(torch.cat([r, r]), as_days(torch.cat([day, day]), both), both)
+        ends = gather_rows(self.entity, torch.cat([h, t]), sparse_grad) * 2 ** (1 / 3)
+        total = 2 * ops.n3([ends], kind=kind) + ops.n3([dynamic, static], kind=kind)
+        return total / (2 * facts.shape[0])
+
+    def time_regularizer(self) -> torch.Tensor | None:
+        """Lambda3 smoothness of the per-day residual: ``Σ_τ |u(τ+1) − u(τ)|³ / (days − 1)``."""
+        if self.day is None:
+            return None
+        if self.day.shape[0] < 2:
+            return self.day.sum() * 0
+        return ops.n3([self.day[1:] - self.day[:-1]], kind="modulus3") / (self.day.shape[0] - 1)
