@@ -17,10 +17,12 @@ from gloo_ranks import run_on_ranks
 
 from rotmem import ops
 from rotmem.ops import ce_tiles, native
+from rotmem.ops.backend import available
 from rotmem.ops.rank_csr import csr_from_rows
 
 TOLERANCE = 1e-5
 BACKENDS = ["torch"] + (["native"] if native.is_available("cpu") else [])
+TRITON = available("triton", "cpu")  # the spawned ranks inherit TRITON_INTERPRET from conftest
 
 
 def _grads(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -62,12 +64,12 @@ def _terms(negative_days):
     return terms
 
 
-def entity_parallel_checks(rank: int, world: int, backend: str) -> dict:
-    """Runs on each rank; returns the differences to one process (computed on this rank)."""
+def entity_parallel_checks(rank: int, world: int, backend: str, model_loss: bool = True) -> dict:
+    """Runs on each rank; returns the differences to one process (computed on this rank).
+    ``model_loss=False`` skips the RoMem part (the Triton interpreter would take minutes on it)."""
     os.environ["ROTMEM_BACKEND"] = backend
-    from rotmem.distributed import EntityShard, ShardedEntityTable, entity_parallel_loss
+    from rotmem.distributed import EntityShard
     from rotmem.distributed.sharded_cross_entropy import sharded_cross_entropy
-    from rotmem.losses import embedding_regularizer, one_vs_all_loss, time_contrastive_loss
 
     out: dict = {}
     # 1. the cross-entropy alone, whole rows and chunked tiles
@@ -91,7 +93,18 @@ def entity_parallel_checks(rank: int, world: int, backend: str) -> dict:
         )
     ce_tiles.CE_TILE_ELEMENTS = 1 << 23
 
-    # 2. the whole Phase-2 loss of a RoMem, then one Adagrad step
+    if model_loss:
+        out.update(model_loss_checks())
+    out.update(rank_checks())
+    return out
+
+
+def model_loss_checks() -> dict:
+    """The whole Phase-2 loss of a RoMem sharded over the ranks, then one Adagrad step."""
+    from rotmem.distributed import ShardedEntityTable, entity_parallel_loss
+    from rotmem.losses import embedding_regularizer, one_vs_all_loss, time_contrastive_loss
+
+    out: dict = {}
     model, facts, negative_days = _model_and_batch()
     sharded_model = copy.deepcopy(model)
     loss = (
@@ -130,7 +143,14 @@ def entity_parallel_checks(rank: int, world: int, backend: str) -> dict:
     )
     out["bytes single"] = 3 * model.entity.numel() * model.entity.element_size()
 
-    # 3. ranks: sharded counts equal the whole table's exactly, NaN rows marked
+    return out
+
+
+def rank_checks() -> dict:
+    """Sharded counts equal the whole table's exactly; NaN rows marked."""
+    from rotmem.distributed import EntityShard, ShardedEntityTable
+
+    out: dict = {}
     g = torch.Generator().manual_seed(3)
     q = torch.randint(-2, 3, (30, 6), generator=g).float()
     entity = torch.randint(-2, 3, (37, 6), generator=g).float()
@@ -152,11 +172,24 @@ def entity_parallel_checks(rank: int, world: int, backend: str) -> dict:
 def test_entity_parallel_equals_one_process(backend):
     results = run_on_ranks(entity_parallel_checks, 2, backend)
     for rank, out in enumerate(results):
-        for key, value in out.items():
-            if key.startswith(("ce ", "model loss", "model entity", "model other", "step ")):
-                assert value <= TOLERANCE, f"rank {rank} {backend}: {key} differs by {value:.3g}"
+        assert_close_to_one_process(rank, backend, out)
         assert {"w", "w_hat", "spectrum.log_s", "spectrum.log_base"} <= set(out["model grads compared"])
-        assert out["ranks equal"] and out["nan marked"], f"rank {rank}: sharded ranks differ"
     per_rank = [out["bytes"] for out in results]
     single = results[0]["bytes single"]
     assert max(per_rank) <= 0.55 * single, f"per-rank table+grad+state {per_rank} vs one process {single}"
+
+
+def assert_close_to_one_process(rank: int, backend: str, out: dict) -> None:
+    for key, value in out.items():
+        if key.startswith(("ce ", "model loss", "model entity", "model other", "step ")):
+            assert value <= TOLERANCE, f"rank {rank} {backend}: {key} differs by {value:.3g}"
+    assert out["ranks equal"] and out["nan marked"], f"rank {rank} {backend}: sharded ranks differ"
+
+
+@pytest.mark.skipif(
+    not TRITON, reason="Triton runs on the CPU only under TRITON_INTERPRET=1 (tests/conftest.py)"
+)
+def test_entity_parallel_cross_entropy_and_ranks_on_triton():
+    """The Triton kernels' sharded cross-entropy and rank counts (interpreted on the CPU)."""
+    for rank, out in enumerate(run_on_ranks(entity_parallel_checks, 2, "triton", False)):
+        assert_close_to_one_process(rank, "triton", out)
