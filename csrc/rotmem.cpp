@@ -35,6 +35,12 @@ TORCH_LIBRARY(rotmem, m) {
   m.def(
       "cross_entropy_all_train(Tensor q, Tensor entity, Tensor target, str reduction, int block_rows,"
       " int block_cols, bool need_q, bool need_entity) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "filtered_rank_counts(Tensor q, Tensor entity, Tensor target, Tensor? target_score, Tensor filter_ptr,"
+      " Tensor filter_idx, int entity_offset, int block_rows, int block_cols) -> (Tensor, Tensor)");
+  m.def(
+      "target_scores(Tensor q, Tensor entity, Tensor target, int entity_offset, int block_rows, int block_cols)"
+      " -> Tensor");
   m.def("n3(Tensor x, str kind) -> Tensor");
   m.def("n3_backward(Tensor grad, Tensor x, str kind) -> Tensor");
 }
@@ -55,7 +61,7 @@ TORCH_LIBRARY_IMPL(rotmem, CUDA, m) {
   for (const char* name :
        {"rotate", "rotate_backward", "unrotated_query", "unrotated_query_backward", "unrotated_query_indexed",
         "unrotated_query_indexed_backward", "cross_entropy_all", "cross_entropy_all_backward",
-        "cross_entropy_all_train", "n3", "n3_backward"}) {
+        "cross_entropy_all_train", "filtered_rank_counts", "target_scores", "n3", "n3_backward"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&built_without_cuda>());
   }
 }

@@ -59,7 +59,9 @@ class RoMemCLI(LightningCLI):
 def run_lightning_cli(argv: list[str]) -> RoMemCLI:
     """Run LightningCLI on ``argv`` (e.g. ``["fit", "--config", "path/to/synthetic.yaml"]``: paths;
     ``rotmem.cli`` turns packaged config names into paths first)."""
-    with mock.patch.object(sys, "argv", sys.argv[:1]):  # the arguments come from argv alone
+    # The arguments come from argv alone; sys.argv holds them too because Lightning's DDP launcher
+    # starts the other ranks by re-running sys.argv (without them a rank starts with no subcommand).
+    with mock.patch.object(sys, "argv", sys.argv[:1] + list(argv)):
         return RoMemCLI(
             Phase2Module,
             TemporalKGDataModule,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, DistributedSampler
 
 from lightning_modules.resumable_loader import ResumableDataLoader
 from rotmem.data import TemporalKG, load_dataset, split_by_time
@@ -16,9 +16,10 @@ class TemporalKGDataModule(pl.LightningDataModule):
 
     A training batch is a dict: ``facts [B, 4]`` int64 ``(h, r, t, day)``, ``negative_days [B, J]``
     float64 (``J = num_negative_times``; J = 0 disables), and, when ``num_negative_entities > 0``,
-    ``negative_tails``/``negative_heads [B, K]`` (conflict-aware). Validation/test batches are
-    ``facts`` of the valid/test split. ``time_split=(valid_from, test_from)`` re-splits the graph by
-    date for temporal extrapolation (``rotmem.data.split_by_time``).
+    ``negative_tails``/``negative_heads [B, K]`` (conflict-aware). Validation/test batches are dicts
+    of ``facts`` of the valid/test split and their ``index`` (positions in the split).
+    ``time_split=(valid_from, test_from)`` re-splits the graph by date for temporal extrapolation
+    (``rotmem.data.split_by_time``). Under DDP each rank draws its negatives from the seed plus its rank.
     """
 
     def __init__(
@@ -32,6 +33,7 @@ class TemporalKGDataModule(pl.LightningDataModule):
         far_negative_days: float = 365.0,
         num_negative_entities: int = 0,
         seed: int = 0,
+        shuffle: bool = True,
         time_split: tuple[str, str] | None = None,
         kg: TemporalKG | None = None,
     ):
@@ -46,6 +48,10 @@ class TemporalKGDataModule(pl.LightningDataModule):
         days = self.kg.train[:, 3]
         self.day_range = (int(days.min()), int(days.max()))
         self.generator = torch.Generator().manual_seed(seed)
+
+    def setup(self, stage: str) -> None:
+        if self.trainer is not None:  # ranks of a DDP run must not draw the same negatives
+            self.generator.manual_seed(self.hparams.seed + self.trainer.global_rank)
 
     @property
     def num_entities(self) -> int:
@@ -88,20 +94,29 @@ class TemporalKGDataModule(pl.LightningDataModule):
         return batch
 
     def train_dataloader(self) -> DataLoader:
+        # One permutation per epoch (seed + epoch) for any number of ranks, each rank taking every
+        # world-th fact of it: a step's global batch is the same facts whatever the world size, so
+        # DDP on N ranks with batch_size B trains as one process with N·B, and a resumed run
+        # continues the same order. Lightning keeps a DistributedSampler and sets its epoch.
+        trainer = self.trainer
+        world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+        sampler = DistributedSampler(
+            range(self.kg.train.shape[0]), world, rank, shuffle=self.hparams.shuffle, seed=self.hparams.seed
+        )
         return ResumableDataLoader(  # a DataLoader whose mid-epoch checkpoints resume exactly
             range(self.kg.train.shape[0]),
             batch_size=self.hparams.batch_size,
-            shuffle=True,
+            sampler=sampler,
             collate_fn=self.make_batch,
-            generator=self.generator,
+            generator=self.generator,  # the negatives' draws; its state is what a checkpoint saves
         )
 
     def _eval_loader(self, split: torch.Tensor) -> DataLoader:
-        return DataLoader(
-            range(split.shape[0]),
-            batch_size=self.hparams.eval_batch_size,
-            collate_fn=lambda indices: split[torch.as_tensor(indices)],
-        )
+        def collate(indices: list[int]) -> dict[str, torch.Tensor]:
+            index = torch.as_tensor(indices)  # the facts' positions, so DDP can drop sampler repeats
+            return {"facts": split[index], "index": index}
+
+        return DataLoader(range(split.shape[0]), batch_size=self.hparams.eval_batch_size, collate_fn=collate)
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader(self.kg.valid)

@@ -9,8 +9,11 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
+from lightning_modules import entity_parallel
+from lightning_modules.evaluation_ranks import EvaluationRanks
+from rotmem.distributed import ShardedRanking, entity_parallel_loss
 from rotmem.evaluation.filters import FILTERS
-from rotmem.evaluation.ranking import DEFAULT_TIE, answer_filters, batch_ranks, metrics_from_ranks
+from rotmem.evaluation.ranking import DEFAULT_TIE, answer_filters, batch_ranks
 from rotmem.losses import (
     embedding_regularizer,
     one_vs_all_loss,
@@ -36,6 +39,10 @@ class Phase2Module(pl.LightningModule):
     Validation and test log filtered MRR and Hits@k under both filters and the three tie rules
     (``val/time-aware/mrr``, realistic ties, is the checkpoint metric; ``val/time-aware/pessimistic/mrr``
     and ``.../optimistic/mrr`` beside it). ``speed="gate"`` reads per-relation speeds from ``gate_path`` once.
+
+    Under DDP the metrics are gathered over ranks without the sampler's repeats (equal to one
+    process's). ``entity_parallel=True`` with the DDP strategy shards the entity table's rows over the
+    ranks (``lightning_modules.entity_parallel``; the 1-vs-all loss, no history term).
     """
 
     def __init__(
@@ -66,10 +73,16 @@ class Phase2Module(pl.LightningModule):
         sigma_final_years: float | None = None,
         optimizer: str = "adagrad",
         lr: float = 0.1,
+        entity_parallel: bool = False,
     ):
         super().__init__()
         if loss not in LOSSES:
             raise ValueError(f"unknown loss {loss!r}; expected one of {LOSSES}")
+        if entity_parallel and (loss != "1vsall" or history_windows):
+            raise ValueError(
+                "entity_parallel=True trains the plain 1-vs-all loss only "
+                f"(loss={loss!r}, history_windows={history_windows!r})"
+            )
         if speed == "gate" and not gate_path:
             raise ValueError("speed='gate' needs gate_path (a gate.pt from `rotmem gate pretrain`)")
         gate_path = str(Path(gate_path).expanduser()) if gate_path else None
@@ -100,7 +113,8 @@ class Phase2Module(pl.LightningModule):
             init_scale=init_scale,
             **family_args,
         )
-        self._ranks: dict[tuple[str, str], list[torch.Tensor]] = {}
+        self._ranks = EvaluationRanks()
+        self.entity_table = None  # this rank's shard, with entity_parallel under DDP
 
     # --- setup ------------------------------------------------------------------------------
     @property
@@ -124,6 +138,10 @@ class Phase2Module(pl.LightningModule):
                 )
             self.model.speed.set_speeds(relation_speeds(self.hparams.gate_path, kg.relations))
 
+    def configure_model(self) -> None:
+        if self.hparams.entity_parallel and self.entity_table is None:
+            self.entity_table = entity_parallel.shard_entities(self)
+
     def sigma(self) -> float:
         """σ in years: fixed, or cosine-annealed to ``sigma_final_years`` over the run."""
         hp = self.hparams
@@ -136,6 +154,8 @@ class Phase2Module(pl.LightningModule):
     # --- training ---------------------------------------------------------------------------
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         hp = self.hparams
+        if self.entity_table is not None:
+            return self._entity_parallel_step(entity_parallel.global_batch(self, batch))
         facts = batch["facts"]
         if hp.loss == "1vsall":
             fit = one_vs_all_loss(self.model, facts)
@@ -162,9 +182,36 @@ class Phase2Module(pl.LightningModule):
         if hp.smoothness_weight > 0 and smoothness is not None:
             loss = loss + hp.smoothness_weight * smoothness
             logs["train/smoothness"] = smoothness
+        return self._log_loss(loss, logs, facts.shape[0])
+
+    def _entity_parallel_step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The same loss over the global batch, with the table sharded (every rank gets its value)."""
+        hp = self.hparams
+        timed = hp.time_weight > 0 and "negative_days" in batch
+
+        def terms(model, facts):  # on the batch's gathered rows, ids local to them
+            out = {"reg": embedding_regularizer(model, facts, hp.regularizer)}
+            if timed:
+                out["time"] = time_contrastive_loss(model, facts, batch["negative_days"], self.sigma())
+            return out
+
+        parts = entity_parallel_loss(self.model, self.entity_table, batch["facts"], terms)
+        loss = parts["fit"] + hp.regularizer_weight * parts["reg"]
+        if timed:
+            loss = loss + hp.time_weight * parts["time"]
+        smoothness = self.model.time_regularizer()  # per-day tables: replicated, no entity row
+        if hp.smoothness_weight > 0 and smoothness is not None:
+            loss = loss + hp.smoothness_weight * smoothness
+            parts["smoothness"] = smoothness
+        return self._log_loss(loss, {f"train/{k}": v for k, v in parts.items()}, batch["facts"].shape[0])
+
+    def _log_loss(self, loss: torch.Tensor, logs: dict[str, torch.Tensor], batch_size: int) -> torch.Tensor:
+        # sync_dist: under DDP each rank's loss is over its micro-batch; their mean is the global batch's
         logs["train/loss"] = loss
-        self.log_dict(logs, prog_bar=False, on_step=True, on_epoch=True, batch_size=facts.shape[0])
-        self.log("loss", loss, prog_bar=True, logger=False, batch_size=facts.shape[0])
+        self.log_dict(
+            logs, prog_bar=False, on_step=True, on_epoch=True, batch_size=batch_size, sync_dist=True
+        )
+        self.log("loss", loss, prog_bar=True, logger=False, batch_size=batch_size, sync_dist=True)
         return loss
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
@@ -176,32 +223,39 @@ class Phase2Module(pl.LightningModule):
         raise ValueError(f"unknown optimizer {name!r}; expected 'adagrad' or 'adam'")
 
     # --- evaluation -------------------------------------------------------------------------
-    def _rank_step(self, facts: torch.Tensor, split: str, batch_idx: int) -> None:
+    def _rank_step(self, batch: dict[str, torch.Tensor], split: str, batch_idx: int) -> None:
+        """Ranks of the batch's facts, kept by their index in the split (``batch["index"]``)."""
         where = f"{split} split, batch {batch_idx}"
-        ranks = batch_ranks(self.model, facts, answer_filters(self.kg, FILTERS), FILTERS, where)
-        for key, value in ranks.items():
-            self._ranks.setdefault(key, []).append(value)
+        filters = answer_filters(self.kg, FILTERS)
+        if self.entity_table is None:
+            ranks = batch_ranks(self.model, batch["facts"], filters, FILTERS, where)
+        else:  # every rank ranks the global batch over the whole (sharded) table
+            batch = entity_parallel.global_batch(self, batch)
+            view = ShardedRanking(self.model, self.entity_table)
+            ranks = batch_ranks(view, batch["facts"], filters, FILTERS, where, rank_counts=view.rank_counts)
+        self._ranks.add(batch["index"], ranks)
 
     def _log_ranks(self, prefix: str) -> dict[str, float]:
+        # each DDP rank ranked its own facts; with a sharded table every rank holds every rank
+        gather = self.all_gather if self.trainer.world_size > 1 and self.entity_table is None else None
         flat = {}
-        for (kind, tie), parts in self._ranks.items():
-            metrics = metrics_from_ranks(torch.cat(parts))
+        for (kind, tie), metrics in self._ranks.metrics(gather).items():
             name = f"{prefix}/{kind}" if tie == DEFAULT_TIE else f"{prefix}/{kind}/{tie}"
             flat.update({f"{name}/{metric}": value for metric, value in metrics.items()})
-        self._ranks = {}
-        self.log_dict(flat, prog_bar=False)
-        self.log(f"{prefix}_mrr", flat[f"{prefix}/time-aware/mrr"], prog_bar=True)
+        # the values are the same on every rank; sync_dist only tells Lightning so
+        self.log_dict(flat, prog_bar=False, sync_dist=True)
+        self.log(f"{prefix}_mrr", flat[f"{prefix}/time-aware/mrr"], prog_bar=True, sync_dist=True)
         return flat
 
-    def validation_step(self, facts: torch.Tensor, batch_idx: int) -> None:
-        self._rank_step(facts, "valid", batch_idx)
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._rank_step(batch, "valid", batch_idx)
 
     def on_validation_epoch_end(self) -> None:
         if self._ranks:
             self._log_ranks("val")
 
-    def test_step(self, facts: torch.Tensor, batch_idx: int) -> None:
-        self._rank_step(facts, "test", batch_idx)
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._rank_step(batch, "test", batch_idx)
 
     def on_test_epoch_end(self) -> None:
         if self._ranks:
@@ -210,8 +264,12 @@ class Phase2Module(pl.LightningModule):
     # --- checkpoints ------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["rotmem"] = self.model.checkpoint_payload()
+        if self.entity_table is not None:
+            entity_parallel.save_whole_table(self, self.entity_table, checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         payload = checkpoint.get("rotmem", {})
-        if payload.get("entities") is not None:
+        if payload.get("entities") is not None and self.model.entities is None:
             self.model.set_vocabulary(payload["entities"], payload["relations"])
+        if self.entity_table is not None:
+            entity_parallel.load_my_rows(self, self.entity_table, checkpoint)

@@ -1,11 +1,10 @@
 """A training DataLoader that Lightning can checkpoint mid-epoch and resume exactly where it stopped.
 
-Phase 2's batches are random twice over, both from the data module's one ``torch.Generator`` (the
-DataLoader's ``generator``): the shuffle (the sampler draws its seed from it at the start of each
-epoch) and the negative samples of each batch (drawn while the batch is collated). A run resumed
-from a mid-epoch checkpoint must see the rest of the same epoch, with the same negatives, and
-continue the generator from the same state; a plain DataLoader would restart the epoch with a new
-shuffle.
+Phase 2's batches are random twice over: the shuffle (a ``DistributedSampler`` seeded by the seed
+and the epoch, which Lightning sets) and the negative samples of each batch, drawn while the batch
+is collated from the data module's one ``torch.Generator`` (the DataLoader's ``generator``). A run
+resumed from a mid-epoch checkpoint must see the rest of the same epoch, with the same negatives,
+and continue the generator from the same state; a plain DataLoader would restart the epoch.
 
 ``ResumableDataLoader`` is a DataLoader (so Lightning can still swap in a distributed sampler) with
 ``state_dict`` / ``load_state_dict``, so Lightning saves its state in every checkpoint (with the loop

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -107,6 +109,37 @@ def test_kernels_plan_puts_the_targets_first_per_dtype(monkeypatch):
         ("large", "cross_entropy_all", bf16),
     ]
     assert sorted(ordered, key=str) == sorted(((j.shape.name, j.op, j.dtype) for j in jobs), key=str)
+
+
+def test_scale_quick(tmp_path):
+    """``benchmarks/scale.py --quick``: 1 vs 2 processes (DDP, entity-parallel) and eager vs fused
+    evaluation at small sizes, its CSV and chart."""
+    pytest.importorskip("matplotlib")
+    done = subprocess.run(
+        [sys.executable, "benchmarks/scale.py", "--quick", "--out-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    with (tmp_path / "scale_quick.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    train = {r["mode"]: r for r in rows if r["section"] == "train"}
+    assert set(train) == {"one", "ddp", "entity-parallel"}
+    assert all(float(r["facts_per_s"]) > 0 for r in train.values())
+    # the sharded rank holds about half of the table, its gradient and Adagrad's state
+    ratio = float(train["entity-parallel"]["table_grad_state_mb_per_rank"]) / float(
+        train["one"]["table_grad_state_mb_per_rank"]
+    )
+    assert 0.45 < ratio <= 0.55, ratio
+    evals = [r for r in rows if r["section"] == "eval"]
+    assert {r["evaluator"] for r in evals} == {"fused", "eager"} and all(
+        float(r["seconds"]) > 0 for r in evals
+    )
+    assert all(r["command"].startswith("python") and r["load_1min"] for r in rows)
+    assert (tmp_path / "scale_quick.png").stat().st_size > 0
 
 
 def test_accuracy_race_smoke(tmp_path):

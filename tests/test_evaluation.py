@@ -20,18 +20,44 @@ from rotmem.evaluation.ranking import NonFiniteScoreError
 
 
 class FixedScores(torch.nn.Module):
-    """A model whose tail scores are a fixed table per query head, and head scores per tail."""
+    """A model whose tail scores are a fixed table per query head, and head scores per tail: its
+    queries are the table's rows and its entity table the identity, so ``q @ entity^T`` is the table."""
 
     def __init__(self, tail_table: torch.Tensor, head_table: torch.Tensor):
         super().__init__()
-        self.entity = torch.nn.Parameter(torch.zeros(tail_table.shape[1], 2))
+        self.entity = torch.nn.Parameter(torch.eye(tail_table.shape[1]))
         self.tail_table, self.head_table = tail_table, head_table
 
-    def score_tails(self, h, r, tau):
+    def query_tails(self, h, r, tau):
         return self.tail_table[h].clone()
 
-    def score_heads(self, r, t, tau):
+    def query_heads(self, r, t, tau):
         return self.head_table[t].clone()
+
+    def score_tails(self, h, r, tau):
+        return self.query_tails(h, r, tau) @ self.entity.t()
+
+    def score_heads(self, r, t, tau):
+        return self.query_heads(r, t, tau) @ self.entity.t()
+
+
+class IntegerModel(FixedScores):
+    """Small-integer queries per (entity, relation) and entities: every score is an exact integer,
+    whatever the summation order, and ties are common."""
+
+    def __init__(self, kg, dim: int = 4, seed: int = 0):
+        g = torch.Generator().manual_seed(seed)
+        super().__init__(torch.zeros(1, kg.num_entities), torch.zeros(1, kg.num_entities))
+        shape = (kg.num_entities, kg.num_relations, dim)
+        self.entity = torch.nn.Parameter(torch.randint(-2, 3, (kg.num_entities, dim), generator=g).float())
+        self.tail_table = torch.randint(-2, 3, shape, generator=g).float()
+        self.head_table = torch.randint(-2, 3, shape, generator=g).float()
+
+    def query_tails(self, h, r, tau):
+        return self.tail_table[h, r]
+
+    def query_heads(self, r, t, tau):
+        return self.head_table[t, r]
 
 
 def tiny_graph() -> TemporalKG:
@@ -75,6 +101,16 @@ def test_filtered_ranks_by_hand():
     assert evaluate(model, kg, "test", filter="static") == results["static/realistic"]  # the default
 
 
+@pytest.mark.parametrize("batch_size", [7, 1000])
+def test_fused_ranks_equal_the_eager_ranks(synthetic, batch_size):
+    kg = synthetic.kg
+    model = IntegerModel(kg)
+    fused = evaluate_all(model, kg, "valid", batch_size=batch_size)
+    eager = evaluate_all(model, kg, "valid", batch_size=batch_size, fused=False)
+    assert fused == eager
+    assert fused["static/optimistic"]["mrr"] > fused["static/pessimistic"]["mrr"]  # ties are there
+
+
 def test_filter_index_returns_every_known_answer():
     facts = torch.tensor([[0, 0, 1, 5], [0, 0, 2, 5], [0, 0, 3, 6], [4, 1, 0, 5], [0, 0, 1, 7]])
     time_aware = AnswerFilter(facts, "tail", "time-aware")
@@ -88,6 +124,10 @@ def test_filter_index_returns_every_known_answer():
     heads = AnswerFilter(facts, "head", "time-aware")
     rows, answers = heads.known_answers(torch.tensor([1]), torch.tensor([0]), torch.tensor([5]))
     assert answers.tolist() == [0]
+    ptr, ids = static.known_answers_csr(
+        torch.tensor([0, 4, 0]), torch.tensor([0, 0, 0]), torch.tensor([1, 1, 1])
+    )
+    assert ptr.tolist() == [0, 3, 3, 6] and ids.tolist() == [1, 2, 3, 1, 2, 3]
 
 
 def test_target_outside_the_filter_is_not_counted_against_itself():

@@ -1,4 +1,4 @@
-// Vectorisable row reductions for the CPU cross-entropy tiles (float rows).
+// Vectorisable row reductions for the CPU cross-entropy and rank-count tiles (float rows).
 //
 // libm's expf is scalar; this exp (Cody-Waite reduction + degree-6 polynomial, the Cephes expf
 // scheme, max error about 2 ulp) is plain arithmetic that the compiler turns into SIMD code. Each
@@ -69,5 +69,10 @@ inline void row_scaled_exp(float* x, int64_t n, float shift, float scale) {
 }
 
 inline void row_scale(float* x, int64_t n, float scale) { ROTMEM_ISA_DISPATCH(row_scale, x, n, scale) }
+
+// Of x[0 .. n): how many are > s and == s, and whether any is NaN or infinite.
+inline void row_rank_counts(const float* x, int64_t n, float s, int64_t& higher, int64_t& ties, bool& nonfinite) {
+  ROTMEM_ISA_DISPATCH(row_rank_counts, x, n, s, higher, ties, nonfinite)
+}
 
 }  // namespace rotmem::cpu

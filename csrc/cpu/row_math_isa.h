@@ -43,4 +43,19 @@ ROTMEM_ISA_TARGET inline void row_scale(float* x, int64_t n, float scale) {
   for (int64_t k = 0; k < n; ++k) x[k] *= scale;
 }
 
+// Of x[0 .. n): how many are > s and == s, and whether any is NaN or infinite (x - x is then not 0).
+ROTMEM_ISA_TARGET inline void row_rank_counts(const float* x, int64_t n, float s, int64_t& higher, int64_t& ties,
+                                              bool& nonfinite) {
+  int64_t h = 0, e = 0, bad = 0;
+#pragma omp simd reduction(+ : h, e, bad)
+  for (int64_t k = 0; k < n; ++k) {
+    h += x[k] > s;
+    e += x[k] == s;
+    bad += !(x[k] - x[k] == 0.0f);
+  }
+  higher = h;
+  ties = e;
+  nonfinite = bad != 0;
+}
+
 }  // namespace rotmem::cpu::ROTMEM_ISA_NS

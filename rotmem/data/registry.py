@@ -11,8 +11,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from rotmem.data.arrays import is_array_dir, load_arrays, load_text_cached
 from rotmem.data.synthetic import SYNTHETIC_NAME, synthetic_kg
-from rotmem.data.temporal_kg import SPLITS, TemporalKG, load_directory
+from rotmem.data.temporal_kg import SPLITS, TemporalKG
 from rotmem.errors import DownloadError, InputFileNotFoundError, UnknownNameError
 
 # Public copies of the García-Durán et al. (2018) split, byte-identical to the files the
@@ -54,24 +55,38 @@ def candidate_dirs(name: str, data_dir: str | Path | None = None) -> list[Path]:
     return dirs
 
 
+def is_dataset_dir(directory: Path) -> bool:
+    """Whether ``directory`` holds a dataset: the three split files, or a preprocessed graph."""
+    return all((directory / f"{s}.txt").is_file() for s in SPLITS) or is_array_dir(directory)
+
+
 def find_dataset(name: str, data_dir: str | Path | None = None) -> Path | None:
-    """The first candidate directory holding all three split files, or None."""
+    """The first candidate directory holding a dataset, or None."""
     for directory in candidate_dirs(name, data_dir):
-        if all((directory / f"{s}.txt").is_file() for s in SPLITS):
+        if is_dataset_dir(directory):
             return directory
     return None
+
+
+def load_folder(directory: Path, name: str | None = None) -> TemporalKG:
+    """A preprocessed graph (memory-mapped) or text files (parsed once, then cached as arrays)."""
+    if is_array_dir(directory):
+        return load_arrays(directory, name)
+    return load_text_cached(directory, name, cache_root())
 
 
 def load_dataset(name_or_dir: str | Path, data_dir: str | Path | None = None) -> TemporalKG:
     """Load a temporal KG by name (``"icews05-15"``, ``"synthetic"``) or from a directory.
 
-    A name is resolved through ``data_dir``, ``$ROTMEM_DATA_DIR/<name>/`` and the user cache.
+    A name is resolved through ``data_dir``, ``$ROTMEM_DATA_DIR/<name>/`` and the user cache. A
+    directory holds ``train.txt``, ``valid.txt``, ``test.txt`` or a preprocessed graph
+    (``rotmem.data.arrays``, e.g. from ``rotmem data synthetic``).
     """
     if str(name_or_dir) == SYNTHETIC_NAME:
         return synthetic_kg().kg
     path = Path(name_or_dir)
     if path.is_dir():
-        return load_directory(path)
+        return load_folder(path)
     found = find_dataset(str(name_or_dir), data_dir)
     if found is None:
         searched = ", ".join(str(d) for d in candidate_dirs(str(name_or_dir), data_dir))
@@ -84,7 +99,7 @@ def load_dataset(name_or_dir: str | Path, data_dir: str | Path | None = None) ->
             f"dataset {str(name_or_dir)!r} not found in {searched} (a dataset folder holds train.txt, "
             f"valid.txt and test.txt; or name 'synthetic'). To get it: {hint}."
         )
-    return load_directory(found, name=str(name_or_dir))
+    return load_folder(found, name=str(name_or_dir))
 
 
 def sha256_of(path: Path) -> str:

@@ -6,7 +6,8 @@ Time is an integer ``day``: days since 1970-01-01 (UTC), the same number the mod
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +40,9 @@ def date_of(day: int | float) -> str:
 class TemporalKG:
     """A temporal KG with a shared vocabulary over its splits.
 
-    ``train``, ``valid`` and ``test`` are ``[M, 4]`` int64 tensors of ``(head, relation, tail, day)``;
-    ``entities`` and ``relations`` map ids to strings.
+    ``train``, ``valid`` and ``test`` are ``[M, 4]`` int64 tensors of ``(head, relation, tail, day)``
+    (memory-mapped for a preprocessed graph, ``rotmem.data.arrays``); ``entities`` and ``relations``
+    map ids to strings (the reverse maps are built on the first lookup by name).
     """
 
     name: str
@@ -49,12 +51,14 @@ class TemporalKG:
     train: torch.Tensor
     valid: torch.Tensor
     test: torch.Tensor
-    _entity_ids: dict[str, int] = field(default_factory=dict, repr=False)
-    _relation_ids: dict[str, int] = field(default_factory=dict, repr=False)
 
-    def __post_init__(self) -> None:
-        self._entity_ids = {e: i for i, e in enumerate(self.entities)}
-        self._relation_ids = {r: i for i, r in enumerate(self.relations)}
+    @cached_property
+    def _entity_ids(self) -> dict[str, int]:
+        return {e: i for i, e in enumerate(self.entities)}
+
+    @cached_property
+    def _relation_ids(self) -> dict[str, int]:
+        return {r: i for i, r in enumerate(self.relations)}
 
     @property
     def num_entities(self) -> int:

@@ -61,3 +61,13 @@ class AnswerFilter:
             torch.cumsum(count, 0) - count, count
         )
         return rows, self.answers[self.offsets[pos][rows] + within]
+
+    def known_answers_csr(
+        self, entity: torch.Tensor, relation: torch.Tensor, day: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(ptr [B+1], answers)``: query ``b``'s known answers are ``answers[ptr[b] : ptr[b+1]]``,
+        in increasing order (the CSR rows ``rotmem.ops.filtered_rank_counts`` takes)."""
+        rows, answers = self.known_answers(entity, relation, day)
+        ptr = torch.zeros(entity.numel() + 1, dtype=torch.int64, device=entity.device)
+        ptr[1:] = torch.cumsum(torch.bincount(rows, minlength=entity.numel()), 0)
+        return ptr, answers

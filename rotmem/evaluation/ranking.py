@@ -1,11 +1,19 @@
-"""Filtered link-prediction ranking: MRR and Hits@k over both directions, fully batched."""
+"""Filtered link-prediction ranking: MRR and Hits@k over both directions, fully batched.
+
+Ranks come from ``rotmem.ops.filtered_rank_counts``: the fused kernels score a batch's queries
+(``model.query_tails`` / ``query_heads``) against ``model.entity`` tile by tile and count, for every
+filter at once, the candidates above and equal to each target, so no ``[B, N]`` score matrix is
+made (``fused=False`` keeps the eager path: one score matrix per direction, one pass per filter; a
+model whose scores add a history term to ``q @ entity^T`` is ranked that way).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
+from rotmem import ops
 from rotmem.evaluation.filters import FILTERS, AnswerFilter
 
 TIE_RULES = ("optimistic", "realistic", "pessimistic")
@@ -68,6 +76,31 @@ def answer_filters(kg, kinds: Iterable[str]) -> dict[tuple[str, str], AnswerFilt
     return cache
 
 
+def ranks_from_counts(higher: torch.Tensor, ties: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The three tie rules' ranks (float64, ``filtered_ranks``'s definitions) from the counts of
+    candidates scoring above and equal to the target."""
+    higher, ties = higher.double(), ties.double()
+    return {"optimistic": 1 + higher, "realistic": 1 + higher + ties / 2, "pessimistic": 1 + higher + ties}
+
+
+def filter_csr(
+    filters: dict[tuple[str, str], AnswerFilter], kinds: tuple[str, ...], facts: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(filter_ptr [F, 2B+1], filter_idx)``: for each filter kind, the known answers of the tail
+    queries ``(h, r, ?, day)`` then of the head queries ``(?, r, t, day)`` of ``facts [B, 4]``."""
+    h, r, t, day = facts.unbind(1)
+    ptrs, ids = [], []
+    offset = torch.zeros((), dtype=torch.int64, device=facts.device)
+    for kind in kinds:
+        tail_ptr, tail_ids = filters[(kind, "tail")].to(facts.device).known_answers_csr(h, r, day)
+        head_ptr, head_ids = filters[(kind, "head")].to(facts.device).known_answers_csr(t, r, day)
+        ptr = torch.cat([tail_ptr, head_ptr[1:] + tail_ptr[-1]]) + offset
+        ptrs.append(ptr)
+        ids += [tail_ids, head_ids]
+        offset = ptr[-1]
+    return torch.stack(ptrs), torch.cat(ids)
+
+
 @torch.no_grad()
 def batch_ranks(
     model,
@@ -75,10 +108,43 @@ def batch_ranks(
     filters: dict[tuple[str, str], AnswerFilter],
     kinds: tuple[str, ...],
     where: str = "batch",
+    fused: bool = True,
+    rank_counts: Callable[..., tuple[torch.Tensor, torch.Tensor]] = ops.filtered_rank_counts,
 ) -> dict[tuple[str, str], torch.Tensor]:
     """Ranks of a batch ``facts [B, 4]`` (on the model's device), tail queries then head queries:
     ``{(filter, tie_rule): ranks [2B]}``. ``where`` names the batch in the error a non-finite
-    score raises (e.g. ``"test split, batch 3"``)."""
+    score raises (e.g. ``"test split, batch 3"``). ``fused=False``: the eager path (score matrices),
+    which a model with a history term (a sparse bias on ``q @ entity^T``) always takes.
+    ``rank_counts``: ``ops.filtered_rank_counts`` or a sharded table's (``rotmem.distributed``)."""
+    if not fused or getattr(model, "history", None) is not None:
+        return _eager_batch_ranks(model, facts, filters, kinds, where)
+    h, r, t, day = facts.unbind(1)
+    tau = day.double()
+    queries = torch.cat([model.query_tails(h, r, tau), model.query_heads(r, t, tau)])
+    filter_ptr, filter_idx = filter_csr(filters, kinds, facts)
+    higher, ties = rank_counts(queries, model.entity, torch.cat([t, h]), filter_ptr, filter_idx)
+    bad = higher[0] < 0
+    if bool(bad.any()):
+        tail_bad, head_bad = int(bad[: len(h)].sum()), int(bad[len(h) :].sum())
+        direction, count = ("tail", tail_bad) if tail_bad else ("head", head_bad)
+        raise NonFiniteScoreError(
+            f"{where} ({direction} queries): {count} of {len(h)} queries have NaN or infinite scores"
+        )
+    out = {}
+    for i, kind in enumerate(kinds):
+        for tie, ranks in ranks_from_counts(higher[i], ties[i]).items():
+            out[(kind, tie)] = ranks
+    return out
+
+
+def _eager_batch_ranks(
+    model,
+    facts: torch.Tensor,
+    filters: dict[tuple[str, str], AnswerFilter],
+    kinds: tuple[str, ...],
+    where: str,
+) -> dict[tuple[str, str], torch.Tensor]:
+    """``batch_ranks`` through ``[B, N]`` score matrices (``model.score_tails`` / ``score_heads``)."""
     h, r, t, day = facts.unbind(1)
     tau = day.double()
     out: dict[tuple[str, str], list[torch.Tensor]] = {(k, tie): [] for k in kinds for tie in TIE_RULES}
@@ -102,13 +168,19 @@ def rank_queries(
     kinds: tuple[str, ...],
     batch_size: int = 1000,
     where: str = "queries",
+    fused: bool = True,
 ) -> dict[tuple[str, str], torch.Tensor]:
     """Ranks of ``queries [M, 4]`` in both directions: ``{(filter, tie_rule): ranks [2M]}``.
     ``where`` names the queries in errors (e.g. ``"test split"``)."""
     device = model.entity.device
     parts = [
         batch_ranks(
-            model, queries[start : start + batch_size].to(device), filters, kinds, f"{where}, batch {i}"
+            model,
+            queries[start : start + batch_size].to(device),
+            filters,
+            kinds,
+            f"{where}, batch {i}",
+            fused,
         )
         for i, start in enumerate(range(0, queries.shape[0], batch_size))
     ]
@@ -116,9 +188,15 @@ def rank_queries(
 
 
 def evaluate_all(
-    model, kg, split: str = "test", filters: Iterable[str] = FILTERS, batch_size: int = 1000
+    model,
+    kg,
+    split: str = "test",
+    filters: Iterable[str] = FILTERS,
+    batch_size: int = 1000,
+    fused: bool = True,
 ) -> dict[str, dict[str, float]]:
-    """Metrics for every filter and tie rule: ``{"time-aware/realistic": {"mrr": ..}, ..}``."""
+    """Metrics for every filter and tie rule: ``{"time-aware/realistic": {"mrr": ..}, ..}``.
+    ``fused=False``: the eager evaluator (``[B, N]`` score matrices), for comparison."""
     filters = tuple(filters)
     for kind in filters:
         if kind not in FILTERS:
@@ -127,7 +205,7 @@ def evaluate_all(
     model.eval()
     try:
         ranks = rank_queries(
-            model, kg.split(split), answer_filters(kg, filters), filters, batch_size, f"{split} split"
+            model, kg.split(split), answer_filters(kg, filters), filters, batch_size, f"{split} split", fused
         )
     finally:
         model.train(was_training)

@@ -60,6 +60,30 @@ def cross_entropy_all(
     return backend_module(q.device).cross_entropy_all(q, entity, target, reduction=reduction)
 
 
+def filtered_rank_counts(
+    q: torch.Tensor,
+    entity: torch.Tensor,
+    target: torch.Tensor,
+    filter_ptr: torch.Tensor,
+    filter_idx: torch.Tensor,
+    target_score: torch.Tensor | None = None,
+    entity_offset: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per query and CSR filter, candidates scoring above / equal to the target: ``(higher, ties)``
+    int64 ``[F, B]`` (see ``reference.filtered_rank_counts``; fused backends never hold ``[B, N]``)."""
+    return backend_module(q.device).filtered_rank_counts(
+        q, entity, target, filter_ptr, filter_idx, target_score, entity_offset
+    )
+
+
+def target_scores(
+    q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, entity_offset: int = 0
+) -> torch.Tensor:
+    """Each target's score ``[B]`` as ``filtered_rank_counts`` reads it, 0 for targets outside this
+    shard ``entity`` (global ids ``entity_offset ..``): summed over shards, every target's score."""
+    return backend_module(q.device).target_scores(q, entity, target, entity_offset)
+
+
 def n3(tensors: Sequence[torch.Tensor], kind: str = "l4") -> torch.Tensor:
     """The N3 (``"modulus3"``) or L4 (``"l4"``) regulariser summed over ``tensors``."""
     return backend_module(tensors[0].device).n3(tensors, kind=kind)
@@ -68,10 +92,12 @@ def n3(tensors: Sequence[torch.Tensor], kind: str = "l4") -> torch.Tensor:
 __all__ = [
     "backend_name",
     "cross_entropy_all",
+    "filtered_rank_counts",
     "n3",
     "reference",
     "rotate",
     "score_all",
+    "target_scores",
     "unrotated_query",
     "unrotated_query_indexed",
 ]

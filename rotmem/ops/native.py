@@ -31,6 +31,7 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from rotmem.ops import ce_tiles
+from rotmem.ops.rank_csr import check_filter_csr, in_target_order
 from rotmem.ops.table_grad import is_traced, table_gradient
 
 _BUILD_HINT = (
@@ -223,6 +224,56 @@ def cross_entropy_all(
         )
     block_rows, block_cols = ce_tiles.cross_entropy_blocks(q.shape[0], entity.shape[0])
     return cross_entropy_tiled(q, entity, target, reduction, block_rows, block_cols)
+
+
+def filtered_rank_counts(
+    q: torch.Tensor,
+    entity: torch.Tensor,
+    target: torch.Tensor,
+    filter_ptr: torch.Tensor,
+    filter_idx: torch.Tensor,
+    target_score: torch.Tensor | None = None,
+    entity_offset: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(higher, ties)`` int64 ``[F, B]``: the reference's counts, tile by tile, never holding ``[B, N]``
+    (``csrc/rank_counts_driver.h``; tiles as the fused cross-entropy's, ``rotmem.ops.ce_tiles``)."""
+    check_filter_csr(filter_ptr, filter_idx, q.shape[0])
+    block_rows, block_cols = ce_tiles.cross_entropy_blocks(q.shape[0], entity.shape[0])
+    return filtered_rank_counts_tiled(
+        q, entity, target, filter_ptr, filter_idx, target_score, entity_offset, block_rows, block_cols
+    )
+
+
+def filtered_rank_counts_tiled(
+    q: torch.Tensor,
+    entity: torch.Tensor,
+    target: torch.Tensor,
+    filter_ptr: torch.Tensor,
+    filter_idx: torch.Tensor,
+    target_score: torch.Tensor | None,
+    entity_offset: int,
+    block_rows: int,
+    block_cols: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``filtered_rank_counts`` with explicit tiles of ``block_rows x block_cols`` scores."""
+
+    def count(q, target, filter_ptr, filter_idx):
+        return torch.ops.rotmem.filtered_rank_counts(
+            q, entity, target, target_score, filter_ptr, filter_idx, entity_offset, block_rows, block_cols
+        )
+
+    if target_score is None and block_cols < entity.shape[0]:
+        return in_target_order(count, q, target.long(), filter_ptr, filter_idx)
+    return count(q, target.long(), filter_ptr, filter_idx)
+
+
+def target_scores(
+    q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, entity_offset: int = 0
+) -> torch.Tensor:
+    """Each target's score ``[B]`` (float32, float64 for float64 inputs) read from the tiles
+    ``filtered_rank_counts`` counts; 0 for a target outside ``entity`` (rows ``entity_offset ..``)."""
+    block_rows, block_cols = ce_tiles.cross_entropy_blocks(q.shape[0], entity.shape[0])
+    return torch.ops.rotmem.target_scores(q, entity, target.long(), entity_offset, block_rows, block_cols)
 
 
 def n3(tensors: Sequence[torch.Tensor], kind: str = "l4") -> torch.Tensor:
@@ -432,6 +483,15 @@ def _register() -> None:
     torch.library.register_autograd(
         lib + "cross_entropy_all_train", train_backward, setup_context=train_setup
     )
+
+    @torch.library.register_fake(lib + "filtered_rank_counts")
+    def _(q, entity, target, target_score, filter_ptr, filter_idx, entity_offset, block_rows, block_cols):
+        shape = (filter_ptr.shape[0], q.shape[0])
+        return q.new_empty(shape, dtype=torch.int64), q.new_empty(shape, dtype=torch.int64)
+
+    @torch.library.register_fake(lib + "target_scores")
+    def _(q, entity, target, entity_offset, block_rows, block_cols):
+        return q.new_empty(q.shape[0], dtype=_acc_dtype(q))
 
     @torch.library.register_fake(lib + "n3")
     def _(x, kind):

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from rotmem.ops.rank_csr import check_filter_csr
 from rotmem.ops.table_grad import gather_rows
 
 LOG_S_MIN = -20.72326583694641  # ln(1e-9): s = exp(log_s) is clamped to >= 1e-9 per day
@@ -94,6 +95,73 @@ def cross_entropy_all(
 ) -> torch.Tensor:
     """1-vs-all cross-entropy of ``q [B, 2n]`` against all of ``entity [N, 2n]``, ``target [B]``."""
     return F.cross_entropy(score_all(q, entity).float(), target, reduction=reduction)
+
+
+def filtered_rank_counts(
+    q: torch.Tensor,
+    entity: torch.Tensor,
+    target: torch.Tensor,
+    filter_ptr: torch.Tensor,
+    filter_idx: torch.Tensor,
+    target_score: torch.Tensor | None = None,
+    entity_offset: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per query and filter, how many candidates score above and equal to the query's target.
+
+    ``q [B, D]`` queries, ``entity [N, D]`` the candidates, whose global ids are
+    ``entity_offset .. entity_offset + N - 1`` (a shard of a larger table, or all of it), ``target [B]``
+    global ids. Scores are ``q @ entity^T`` in the inputs' dtype. ``filter_ptr [F, B+1]`` and
+    ``filter_idx [nnz]`` hold ``F`` filters in CSR form: row ``b`` of filter ``f`` is
+    ``filter_idx[filter_ptr[f, b] : filter_ptr[f, b + 1]]``, global ids in strictly increasing order
+    (ids outside this shard are skipped). The target's score is its own entry of the score matrix, or
+    ``target_score [B]`` when given (a shard that does not hold the target).
+
+    Returns ``(higher, ties)``, int64 ``[F, B]``: among this shard's candidates other than the target and
+    the row's filtered ids, those scoring ``>`` and ``==`` the target's score. A query whose target
+    score, or any of whose ``N`` scores (filtered or not), is NaN or infinite gets -1 in both. Ranks:
+    optimistic ``1 + higher``, pessimistic ``1 + higher + ties``, realistic their mean.
+    """
+    check_filter_csr(filter_ptr, filter_idx, q.shape[0])
+    batch, num_entities = q.shape[0], entity.shape[0]
+    scores = score_all(q, entity)
+    local = target - entity_offset
+    inside = (local >= 0) & (local < num_entities)
+    if target_score is None:
+        if not bool(inside.all()):
+            raise IndexError("a target lies outside the entity table; pass target_score for a shard")
+        target_score = scores.gather(1, local.unsqueeze(1)).squeeze(1)
+    rows = torch.arange(batch, device=q.device)
+    excluded = torch.zeros(batch, num_entities, dtype=torch.bool, device=q.device)
+    excluded[rows[inside], local[inside]] = True
+    target_score = target_score.to(scores.dtype if scores.dtype == torch.float64 else torch.float32)
+    bad = ~torch.isfinite(scores).all(1) | ~torch.isfinite(target_score)
+    higher, ties = [], []
+    for f in range(filter_ptr.shape[0]):
+        counts = filter_ptr[f, 1:] - filter_ptr[f, :-1]
+        ids = filter_idx[filter_ptr[f, 0] : filter_ptr[f, -1]] - entity_offset
+        ids_rows = torch.repeat_interleave(rows, counts)
+        keep = (ids >= 0) & (ids < num_entities)
+        mask = excluded.clone()
+        mask[ids_rows[keep], ids[keep]] = True
+        candidates = torch.where(mask, float("nan"), scores.to(target_score.dtype))
+        higher.append(torch.where(bad, -1, (candidates > target_score[:, None]).sum(1)))
+        ties.append(torch.where(bad, -1, (candidates == target_score[:, None]).sum(1)))
+    return torch.stack(higher), torch.stack(ties)
+
+
+def target_scores(
+    q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, entity_offset: int = 0
+) -> torch.Tensor:
+    """Scores ``[B]`` of each query's target, ``q @ entity^T`` at its column, for the targets among
+    ``entity``'s rows (global ids ``entity_offset .. entity_offset + N - 1``); 0 for the others, so a
+    sum over the shards of a table gives every score. Float32 (float64 for float64 inputs)."""
+    local = target - entity_offset
+    inside = (local >= 0) & (local < entity.shape[0])
+    scores = (
+        score_all(q, entity).gather(1, local.clamp(0, max(entity.shape[0] - 1, 0)).unsqueeze(1)).squeeze(1)
+    )
+    acc = torch.float64 if scores.dtype == torch.float64 else torch.float32
+    return torch.where(inside, scores.to(acc), torch.zeros((), dtype=acc, device=q.device))
 
 
 def cross_entropy_all_biased(

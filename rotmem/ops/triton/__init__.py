@@ -1,9 +1,10 @@
 """The Triton backend: the functions of ``rotmem.ops.reference``, as fused GPU kernels.
 
 One op per module (kernels, launcher, ``torch.library`` registration with its autograd formula):
-``rotate``, ``unrotated_query``, ``unrotated_query_indexed``, ``cross_entropy``, ``n3``. The ops
-live in the ``rotmem_triton`` namespace (``torch.ops.rotmem_triton.*``), so ``torch.compile``
-traces into the kernels and ``torch.library.opcheck`` can test them.
+``rotate``, ``unrotated_query``, ``unrotated_query_indexed``, ``cross_entropy``, ``n3``,
+``rank_counts`` (``filtered_rank_counts``, no gradient). The ops live in the ``rotmem_triton``
+namespace (``torch.ops.rotmem_triton.*``), so ``torch.compile`` traces into the kernels and
+``torch.library.opcheck`` can test them.
 
 Runs on CUDA tensors; on the CPU only under the Triton interpreter (``TRITON_INTERPRET=1`` set
 before this package is imported), which the tests use with small shapes.
@@ -16,6 +17,7 @@ import torch
 from rotmem.ops.triton._common import INTERPRETED
 from rotmem.ops.triton.cross_entropy import cross_entropy_all
 from rotmem.ops.triton.n3 import n3
+from rotmem.ops.triton.rank_counts import filtered_rank_counts, target_scores
 from rotmem.ops.triton.rotate import rotate
 from rotmem.ops.triton.unrotated_query import unrotated_query
 from rotmem.ops.triton.unrotated_query_indexed import unrotated_query_indexed
@@ -54,10 +56,12 @@ def is_available(device_type: str) -> bool:
 
 __all__ = [
     "cross_entropy_all",
+    "filtered_rank_counts",
     "is_available",
     "n3",
     "rotate",
     "score_all",
+    "target_scores",
     "unavailable_reason",
     "unrotated_query",
     "unrotated_query_indexed",

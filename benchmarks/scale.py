@@ -1,0 +1,296 @@
+"""Scale on the CPU: training throughput and memory per rank for 1 vs 2 processes, and evaluation
+time and memory as the number of entities grows.
+
+    python benchmarks/scale.py                         # both sections (about 15 minutes on 2 cores)
+    python benchmarks/scale.py --sections eval         # or train
+    python benchmarks/scale.py --quick                 # small sizes: a smoke run
+
+train: one Phase-2 step (1-vs-all cross-entropy + L4 regulariser, Adagrad) on a fixed global batch,
+run by 1 process with 2 threads, by 2 data-parallel processes (``DistributedDataParallel`` over gloo,
+1 thread each) and by 2 entity-parallel processes (``rotmem.distributed``, 1 thread each): equal total
+threads. At ICEWS05-15's size (its real facts when ``$ROTMEM_DATA_DIR`` has them, N = 10,488, dim 500,
+k = 3, batch 1000) and at N = 1M (the synthetic graph of ``rotmem data synthetic``, dim 128, batch
+256). Per rank: facts/s, the bytes of the entity table + its gradient + Adagrad's state (the tensors
+themselves), and the process's peak resident memory.
+
+eval: the filtered evaluation of 500 test facts (1000 queries, both filters, every tie rule) of a
+synthetic graph with N = 10k .. 1M entities at dim 500, k = 3: seconds for the fused evaluator
+(``rotmem.ops.filtered_rank_counts``, batch 1000) and the eager one (``[B, N]`` score matrices, batch
+``min(1000, 10^8 / N)`` so its matrices stay near 400 MB), and the peak growth of torch-allocated
+memory during each (the model's tables and the filter index are made before).
+
+Writes benchmarks/results/scale.csv (every row carries the command and the 1-minute load average;
+other processes share the cores) and scale.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import resource
+import shlex
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+RESULTS = Path(__file__).resolve().parent / "results"
+FIELDS = (
+    "section", "graph", "entities", "dim", "mode", "ranks", "threads_per_rank", "batch", "steps",
+    "seconds", "facts_per_s", "table_grad_state_mb_per_rank", "peak_rss_mb_per_rank",
+    "evaluator", "queries", "eval_batch", "peak_alloc_mb", "load_1min", "command",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    graph: str  # "icews05-15" or "synthetic-<N>"
+    entities: int
+    relations: int
+    dim: int
+    k: int
+    batch: int  # global, facts
+    steps: int
+    mode: str  # "one", "ddp", "entity-parallel"
+    world: int
+    threads: int
+
+
+def training_facts(spec: TrainSpec) -> tuple[torch.Tensor, float]:
+    """``(facts [(steps + 1) * batch, 4], tau0)``: the batches every run sees, in order."""
+    need = (spec.steps + 1) * spec.batch
+    if spec.graph == "icews05-15":
+        from rotmem import load_dataset
+
+        kg = load_dataset("icews05-15")
+        return kg.train[:need].clone(), float(kg.first_day)
+    from rotmem.data.large_synthetic import SyntheticGraph
+
+    graph = SyntheticGraph(spec.entities, spec.relations, seed=0)
+    return torch.from_numpy(graph.facts(0, need)), float(graph.first_day)
+
+
+def train_worker(rank: int, spec: TrainSpec, folder: str) -> None:
+    torch.set_num_threads(spec.threads)
+    if spec.world > 1:
+        dist.init_process_group(
+            "gloo", init_method=f"file://{folder}/rendezvous", rank=rank, world_size=spec.world
+        )
+    from rotmem.distributed import ShardedEntityTable, entity_parallel_loss
+    from rotmem.losses import embedding_regularizer, one_vs_all_loss
+    from rotmem.models.romem import RoMem
+
+    facts, tau0 = training_facts(spec)
+    torch.manual_seed(0)
+    model = RoMem(spec.entities, spec.relations, dim=spec.dim, k=spec.k, tau0=tau0)
+    table = ShardedEntityTable.take_from(model) if spec.mode == "entity-parallel" else None
+
+    class Loss(torch.nn.Module):  # DDP hooks in through a module's forward
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, batch: torch.Tensor) -> torch.Tensor:
+            if table is not None:
+                terms = entity_parallel_loss(
+                    model, table, batch, lambda m, f: {"reg": embedding_regularizer(m, f)}
+                )
+                return terms["fit"] + 0.01 * terms["reg"]
+            return one_vs_all_loss(model, batch) + 0.01 * embedding_regularizer(
+                model, batch, sparse_grad=True
+            )
+
+    loss_of = torch.nn.parallel.DistributedDataParallel(Loss()) if spec.mode == "ddp" else Loss()
+    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.1)
+
+    def step(i: int) -> None:
+        batch = facts[i * spec.batch : (i + 1) * spec.batch]
+        if spec.mode == "ddp":  # each rank its share; DDP averages the gradients in backward
+            batch = batch[rank :: spec.world]
+        loss = loss_of(batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    step(0)  # warm-up: allocations, Adagrad state
+    if spec.world > 1:
+        dist.barrier()
+    start = time.perf_counter()
+    for i in range(1, spec.steps + 1):
+        step(i)
+    if spec.world > 1:
+        dist.barrier()
+    seconds = time.perf_counter() - start
+    entity = model.entity
+    state = optimizer.state[entity]["sum"]
+    grad = entity.grad.to_dense() if entity.grad.is_sparse else entity.grad
+    held = sum(t.numel() * t.element_size() for t in (entity, grad, state))
+    result = {
+        "seconds": seconds,
+        "facts_per_s": spec.batch * spec.steps / seconds,
+        "table_grad_state_mb_per_rank": held / 2**20,
+        "peak_rss_mb_per_rank": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    torch.save(result, Path(folder) / f"rank{rank}.pt")
+    if spec.world > 1:
+        dist.destroy_process_group()
+
+
+def run_training(spec: TrainSpec) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        mp.start_processes(
+            train_worker, args=(spec, folder), nprocs=spec.world, join=True, start_method="spawn"
+        )
+        ranks = [torch.load(Path(folder) / f"rank{r}.pt") for r in range(spec.world)]
+    return {
+        "seconds": max(r["seconds"] for r in ranks),
+        "facts_per_s": min(r["facts_per_s"] for r in ranks),
+        "table_grad_state_mb_per_rank": max(r["table_grad_state_mb_per_rank"] for r in ranks),
+        "peak_rss_mb_per_rank": max(r["peak_rss_mb_per_rank"] for r in ranks),
+    }
+
+
+def train_section(args, write) -> None:
+    from rotmem.data.registry import find_dataset
+
+    icews = find_dataset("icews05-15") is not None and not args.quick
+    sizes = [
+        ("icews05-15" if icews else "synthetic-10488", 10488, 251 if icews else 20, 500, 3, 1000, 3),
+        ("synthetic-1000000", 1_000_000, 20, 128, 1, 256, 2),
+    ]
+    if args.quick:
+        sizes = [("synthetic-2000", 2000, 20, 32, 1, 64, 1)]
+    for graph, entities, relations, dim, k, batch, steps in sizes:
+        for mode, world, threads in (("one", 1, 2), ("ddp", 2, 1), ("entity-parallel", 2, 1)):
+            spec = TrainSpec(graph, entities, relations, dim, k, batch, steps, mode, world, threads)
+            print(f"train {asdict(spec)}", flush=True)
+            result = run_training(spec)
+            write(
+                section="train", graph=graph, entities=entities, dim=dim, mode=mode, ranks=world,
+                threads_per_rank=threads, batch=batch, steps=steps, **result,
+            )  # fmt: skip
+
+
+def eval_one_size(entities: int, dim: int, k: int, test_facts: int) -> list[dict]:
+    """Fused and eager evaluation of ``test_facts`` facts of a synthetic graph of ``entities``."""
+    from rotmem.cpu_memory import cpu_peak_bytes
+    from rotmem.data import TemporalKG
+    from rotmem.data.large_synthetic import SyntheticGraph
+    from rotmem.evaluation import FILTERS, evaluate_all
+    from rotmem.evaluation.ranking import answer_filters
+    from rotmem.models.romem import RoMem
+
+    graph = SyntheticGraph(entities, 20, seed=0)
+    facts = torch.from_numpy(graph.facts(0, 200_000 + test_facts))
+    names = [f"e{i}" for i in range(entities)], [f"r{i}" for i in range(20)]
+    kg = TemporalKG(f"synthetic-{entities}", *names, facts[:200_000], facts[:0], facts[200_000:])
+    model = RoMem(entities, 20, dim=dim, k=k, tau0=float(graph.first_day))
+    answer_filters(kg, FILTERS)  # the filter index is made once, before timing
+    rows = []
+    for fused in (True, False):
+        batch = 1000 if fused else min(1000, 10**8 // entities)
+
+        def run(fused: bool = fused, batch: int = batch) -> None:
+            evaluate_all(model, kg, "test", FILTERS, batch, fused=fused)
+
+        start = time.perf_counter()
+        run()
+        seconds = time.perf_counter() - start
+        rows.append(
+            {
+                "graph": kg.name, "entities": entities, "dim": dim, "seconds": seconds,
+                "evaluator": "fused" if fused else "eager", "queries": 2 * test_facts, "eval_batch": batch,
+                "peak_alloc_mb": cpu_peak_bytes(run) / 2**20,
+            }
+        )  # fmt: skip
+    return rows
+
+
+def eval_section(args, write) -> None:
+    sizes = (10_000, 30_000, 100_000, 300_000, 1_000_000) if not args.quick else (1000, 3000)
+    dim, k, test_facts = (500, 3, 500) if not args.quick else (32, 1, 100)
+    torch.set_num_threads(args.threads)
+    for entities in sizes:
+        for row in eval_one_size(entities, dim, k, test_facts):
+            write(section="eval", mode="one", ranks=1, threads_per_rank=args.threads, **row)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for evaluator, marker in (("fused", "o"), ("eager", "s")):
+        points = [
+            (r["entities"], r["seconds"])
+            for r in rows
+            if r["section"] == "eval" and r["evaluator"] == evaluator
+        ]
+        if points:
+            left.plot(*zip(*points, strict=True), marker=marker, label=evaluator)
+    left.set(xscale="log", yscale="log", xlabel="entities N", ylabel="seconds (1000 queries, both filters)")
+    left.set_title("evaluation time vs N")
+    left.legend()
+    train = [r for r in rows if r["section"] == "train"]
+    labels = [f"{r['graph']}\n{r['mode']} x{r['ranks']}" for r in train]
+    if train:
+        bars = right.bar(range(len(train)), [r["facts_per_s"] for r in train])
+        for bar, r in zip(bars, train, strict=True):
+            right.annotate(
+                f"{r['table_grad_state_mb_per_rank']:.0f} MB", (bar.get_x(), bar.get_height()), fontsize=7
+            )
+        right.set_xticks(range(len(train)), labels, fontsize=6, rotation=30)
+        right.set(
+            yscale="log",
+            ylabel="facts / s",
+            title="training step, 2 threads in all (MB: table+grad+state per rank)",
+        )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", default="train,eval")
+    parser.add_argument("--threads", type=int, default=2, help="threads of the evaluation section")
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    name = "scale_quick" if args.quick else "scale"
+    command = shlex.join([sys.executable.rsplit("/", 1)[-1], *sys.argv])
+    rows: list[dict] = []
+    out = args.out_dir / f"{name}.csv"
+
+    def write(**row) -> None:
+        row = {field: row.get(field, "") for field in FIELDS} | {
+            "load_1min": round(os.getloadavg()[0], 2),
+            "command": command,
+        }
+        row = {key: round(value, 3) if isinstance(value, float) else value for key, value in row.items()}
+        rows.append(row)
+        print(row, flush=True)
+        with open(out, "w", newline="") as handle:  # after every row: a stopped run keeps its figures
+            writer = csv.DictWriter(handle, fieldnames=FIELDS)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    sections = args.sections.split(",")
+    if "train" in sections:
+        train_section(args, write)
+    if "eval" in sections:
+        eval_section(args, write)
+    plot(rows, args.out_dir / f"{name}.png")
+    print(f"wrote {out} and {name}.png\ncommand: {command}")
+
+
+if __name__ == "__main__":
+    main()
