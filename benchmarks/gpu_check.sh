@@ -107,7 +107,7 @@ if wanted ddp; then
         # over the 2 GPUs (DDP reduces the replicated tables), the native CUDA kernels (no Triton JIT in
         # a 40 s step; torch's ops when the build has no CUDA). Logs outside $OUT (8 files at most).
         BACKEND=$("$PYTHON" -c "import rotmem._C as C; print('native' if C.WITH_CUDA else 'torch')" 2>/dev/null || echo torch)
-        ROTMEM_BACKEND=$BACKEND step ddp 40 "$PYTHON" -m rotmem.cli fit --config configs/synthetic.yaml \
+        ROTMEM_BACKEND=$BACKEND step ddp 40 "$PYTHON" -m rotmem.cli fit --config synthetic \
             --trainer.accelerator gpu --trainer.devices 2 --trainer.strategy ddp --model.entity_parallel true \
             --trainer.max_epochs 1 --trainer.check_val_every_n_epoch 1 --model.speed constant --model.gate_path null \
             --trainer.logger.init_args.save_dir "${TMPDIR:-/tmp}/gpu_check_ddp"

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 COMMON = [
-    "--config", "configs/synthetic.yaml",
+    "--config", "synthetic",
     "--trainer.accelerator", "cpu",
     "--trainer.enable_progress_bar", "false",
     "--model.speed", "constant", "--model.gate_path", "null",
