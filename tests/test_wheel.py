@@ -79,6 +79,9 @@ def test_the_demo_runs_from_the_installed_wheel_outside_the_checkout(wheel, tmp_
         run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=tmp_path).strip()
     )
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # torch & co., no download
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "XDG_CACHE_HOME", "ROTMEM_DATA_DIR")
+    }  # a checkout on PYTHONPATH would look installed already (its rotmem.egg-info) and be skipped
     run(
         sys.executable,
         "-m",
@@ -91,12 +94,10 @@ def test_the_demo_runs_from_the_installed_wheel_outside_the_checkout(wheel, tmp_
         "--no-index",
         wheel,
         cwd=tmp_path,
+        env=env,
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "XDG_CACHE_HOME", "ROTMEM_DATA_DIR")
-    }
     env["HOME"] = str(tmp_path / "home")  # the demo pretrains its gate into ~/.cache/rotmem
     code = "import rotmem, rotmem.configs as c; print(rotmem.__file__, c.resolve('synthetic'))"
     where = run(python, "-c", code, cwd=elsewhere, env=env)
