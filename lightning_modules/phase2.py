@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from rotmem.losses import (
     time_contrastive_loss,
 )
 from rotmem.models import build_model
+from rotmem.models.history import known_facts
 
 LOSSES = ("1vsall", "self_adversarial")
 
@@ -33,8 +35,10 @@ class Phase2Module(pl.LightningModule):
     init_s, init_base``; ``family="tntcomplex"`` reads ``dim`` (``2 · rank``), ``init_scale`` and
     ``num_days`` (its per-day table spans the training days from ``tau0``); ``family="romem-complex"``
     reads ``dim, speed, gate_path, init_scale, init_s, init_base, num_days, day_table``,
-    ``history_windows`` and ``pair_windows`` (its history is the training split, indexed at
-    setup). Per-day tables are kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``).
+    ``history_windows``, ``pair_windows``, ``history_causal``, ``history_eval_splits`` (its history is
+    the training split, indexed at setup, and the facts of ``history_eval_splits`` while it is
+    evaluated: ``rotmem.models.history.known_facts``) and ``hold_rotation``. Per-day tables are
+    kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``).
 
     Validation and test log filtered MRR and Hits@k under both filters and the three tie rules
     (``val/time-aware/mrr``, realistic ties, is the checkpoint metric; ``val/time-aware/pessimistic/mrr``
@@ -63,6 +67,9 @@ class Phase2Module(pl.LightningModule):
         day_table: bool = False,
         history_windows: list[int] | None = None,
         pair_windows: list[int] | None = None,
+        history_causal: bool = False,
+        history_eval_splits: list[str] | None = None,
+        hold_rotation: bool = False,
         loss: str = "1vsall",
         adversarial_temperature: float = 1.0,
         regularizer: str = "l4",
@@ -102,6 +109,9 @@ class Phase2Module(pl.LightningModule):
                 day_table=day_table,
                 history_windows=history_windows,
                 pair_windows=pair_windows,
+                history_causal=history_causal,
+                history_eval_splits=history_eval_splits or ["train"],
+                hold_rotation=hold_rotation,
             )
         else:
             family_args = dict(first_day=int(tau0), num_days=num_days)
@@ -114,6 +124,7 @@ class Phase2Module(pl.LightningModule):
             **family_args,
         )
         self._ranks = EvaluationRanks()
+        self._evaluating = ExitStack()  # the history's evaluation facts, for one evaluation epoch
         self.entity_table = None  # this rank's shard, with entity_parallel under DDP
 
     # --- setup ------------------------------------------------------------------------------
@@ -247,17 +258,25 @@ class Phase2Module(pl.LightningModule):
         self.log(f"{prefix}_mrr", flat[f"{prefix}/time-aware/mrr"], prog_bar=True, sync_dist=True)
         return flat
 
+    def on_validation_epoch_start(self) -> None:
+        self._evaluating.enter_context(known_facts(self.model, self.kg))
+
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._rank_step(batch, "valid", batch_idx)
 
     def on_validation_epoch_end(self) -> None:
+        self._evaluating.close()  # before any checkpoint: it saves the training index
         if self._ranks:
             self._log_ranks("val")
+
+    def on_test_epoch_start(self) -> None:
+        self._evaluating.enter_context(known_facts(self.model, self.kg))
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._rank_step(batch, "test", batch_idx)
 
     def on_test_epoch_end(self) -> None:
+        self._evaluating.close()
         if self._ranks:
             self._log_ranks("test")
 

@@ -15,6 +15,7 @@ import torch
 
 from rotmem import ops
 from rotmem.evaluation.filters import FILTERS, AnswerFilter
+from rotmem.models.history import known_facts
 
 TIE_RULES = ("optimistic", "realistic", "pessimistic")
 DEFAULT_TIE = "realistic"
@@ -204,9 +205,9 @@ def evaluate_all(
     was_training = model.training
     model.eval()
     try:
-        ranks = rank_queries(
-            model, kg.split(split), answer_filters(kg, filters), filters, batch_size, f"{split} split", fused
-        )
+        with known_facts(model, kg):
+            facts, known = kg.split(split), answer_filters(kg, filters)
+            ranks = rank_queries(model, facts, known, filters, batch_size, f"{split} split", fused)
     finally:
         model.train(was_training)
     return {f"{kind}/{tie}": metrics_from_ranks(r) for (kind, tie), r in ranks.items()}

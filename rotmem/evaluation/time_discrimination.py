@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from rotmem.evaluation.ranking import answer_filters, check_finite
+from rotmem.models.history import known_facts
 
 
 @torch.no_grad()
@@ -24,27 +25,34 @@ def time_discrimination(model, kg, split: str = "test", batch_size: int = 1000) 
     device = model.entity.device
     was_training = model.training
     model.eval()
-    total, queries = 0.0, 0
     try:
-        for start in range(0, facts.shape[0], batch_size):
-            batch = facts[start : start + batch_size].to(device)
-            h, r, t, day = batch.unbind(1)
-            for direction, entity, target in (("tail", h, t), ("head", t, h)):
-                scores = model.score_tails(h, r, day) if direction == "tail" else model.score_heads(r, t, day)
-                scores = scores.float()
-                check_finite(scores, f"{split} split, batch {start // batch_size} ({direction} queries)")
-                other_day = torch.zeros_like(scores, dtype=torch.bool)
-                rows, answers = filters[("static", direction)].to(device).known_answers(entity, r, day)
-                other_day[rows, answers] = True
-                rows, answers = filters[("time-aware", direction)].to(device).known_answers(entity, r, day)
-                other_day[rows, answers] = False
-                count = other_day.sum(1)
-                target_score = scores.gather(1, target.unsqueeze(1))
-                above = ((scores > target_score) & other_day).sum(1).double()
-                ties = ((scores == target_score) & other_day).sum(1).double()
-                has = count > 0
-                total += float((1 - (above[has] + ties[has] / 2) / count[has]).sum())
-                queries += int(has.sum())
+        with known_facts(model, kg):
+            total, queries = _auc_sums(model, facts, filters, split, batch_size, device)
     finally:
         model.train(was_training)
     return {"auc": total / max(queries, 1), "queries": queries}
+
+
+def _auc_sums(model, facts, filters, split: str, batch_size: int, device) -> tuple[float, int]:
+    """The sum of per-query pairwise accuracies and the number of queries that have any."""
+    total, queries = 0.0, 0
+    for start in range(0, facts.shape[0], batch_size):
+        batch = facts[start : start + batch_size].to(device)
+        h, r, t, day = batch.unbind(1)
+        for direction, entity, target in (("tail", h, t), ("head", t, h)):
+            scores = model.score_tails(h, r, day) if direction == "tail" else model.score_heads(r, t, day)
+            scores = scores.float()
+            check_finite(scores, f"{split} split, batch {start // batch_size} ({direction} queries)")
+            other_day = torch.zeros_like(scores, dtype=torch.bool)
+            rows, answers = filters[("static", direction)].to(device).known_answers(entity, r, day)
+            other_day[rows, answers] = True
+            rows, answers = filters[("time-aware", direction)].to(device).known_answers(entity, r, day)
+            other_day[rows, answers] = False
+            count = other_day.sum(1)
+            target_score = scores.gather(1, target.unsqueeze(1))
+            above = ((scores > target_score) & other_day).sum(1).double()
+            ties = ((scores == target_score) & other_day).sum(1).double()
+            has = count > 0
+            total += float((1 - (above[has] + ties[has] / 2) / count[has]).sum())
+            queries += int(has.sum())
+    return total, queries

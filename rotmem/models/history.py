@@ -15,11 +15,21 @@ day past the training range sees only the facts before it (temporal extrapolatio
 
 While training, the fact being learned is left out of its own counts (it is not there at test
 time). Head queries use the reciprocal relation ``R + r``, as the model families do.
+
+Two options serve temporal extrapolation (asking about days after every training fact):
+
+- ``causal``: count only facts dated *before* the asked day (``τ' < ⌊τ⌋``), in training as at test
+  time, so the model learns the same term it will see past the training range;
+- ``eval_splits``: the splits a model's history knows while it is evaluated (``known_facts``), e.g.
+  ``("train", "valid", "test")`` for the usual extrapolation protocol, where a question about day
+  ``τ`` may use every fact of the days before ``τ``. A split other than ``train`` needs ``causal``:
+  otherwise the asked fact itself would be counted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +37,7 @@ from torch import nn
 
 DAY_BITS = 20  # a key's days are packed below 2**20 in one int64 code (any range up to 1,400 years)
 BUFFERS = ("slot_codes", "slot_answers", "slot_days", "pair_codes", "pair_answers", "pair_days")
+SPLITS = ("train", "valid", "test")
 
 
 def _windows(values: Sequence[int] | None, name: str) -> list[int]:
@@ -41,7 +52,8 @@ class FactHistory(nn.Module):
 
     ``facts [M, 4]`` int64 ``(h, r, t, day)``; ``slot_windows`` and ``pair_windows`` in days (e.g.
     ``(1, 3, 7, 30, 90, 365)`` and ``(1, 3, 7, 30)``). Buffers (saved with the model): for each
-    kind, entries sorted by ``(key, day)`` with their answers and days.
+    kind, entries sorted by ``(key, day)`` with their answers and days. ``causal`` and
+    ``eval_splits``: module docstring.
     """
 
     def __init__(
@@ -51,11 +63,24 @@ class FactHistory(nn.Module):
         slot_windows: Sequence[int] | None,
         pair_windows: Sequence[int] | None = None,
         facts: torch.Tensor | None = None,
+        causal: bool = False,
+        eval_splits: Sequence[str] = ("train",),
     ):
         super().__init__()
         slot, pair = _windows(slot_windows, "slot_windows"), _windows(pair_windows, "pair_windows")
         if not slot and not pair:
             raise ValueError("a history needs at least one window")
+        self.causal, self.eval_splits = bool(causal), tuple(eval_splits)
+        unknown = [name for name in self.eval_splits if name not in SPLITS]
+        if unknown or "train" not in self.eval_splits:
+            raise ValueError(
+                f"history eval_splits must include 'train' and come from {SPLITS}, got {eval_splits!r}"
+            )
+        if not self.causal and self.eval_splits != ("train",):
+            raise ValueError(
+                f"history eval_splits {self.eval_splits!r} need causal=True: a non-causal history "
+                "would count the evaluated fact itself"
+            )
         self.num_entities, self.num_relations = num_entities, num_relations
         self.register_buffer("slot_windows", torch.tensor(slot, dtype=torch.int64))
         self.register_buffer("pair_windows", torch.tensor(pair, dtype=torch.int64))
@@ -116,7 +141,8 @@ class FactHistory(nn.Module):
         day, without the query's own fact (one entry of ``exclude`` at gap 0) when given."""
         codes, answers, days = (getattr(self, f"{kind}_{part}") for part in ("codes", "answers", "days"))
         low = torch.searchsorted(codes, self.code(key, day - reach))
-        high = torch.searchsorted(codes, self.code(key, day + reach), right=True)
+        last = day - 1 if self.causal else day + reach
+        high = torch.searchsorted(codes, self.code(key, last), right=True)
         count = high - low
         rows = torch.repeat_interleave(torch.arange(key.numel(), device=key.device), count)
         entry = torch.repeat_interleave(low - (torch.cumsum(count, 0) - count), count)
@@ -138,7 +164,8 @@ class FactHistory(nn.Module):
         """``(rows [P], answers [P], features [P, W])`` for queries ``(e, rel, ?, tau)`` (``tau`` float
         days, floored): one row per (query, answer) with a count in some window, ``log(1 + count)``
         per window (slot windows, then pair windows). ``exclude [Q]``: the query's own answer at its
-        own day is one training fact, left out of its counts."""
+        own day is one training fact, left out of its counts. A ``causal`` history counts only the
+        days before ``tau``."""
         day = tau.floor().long()
         parts = []
         for kind, key, windows in (
@@ -170,3 +197,23 @@ class FactHistory(nn.Module):
         rows, answers, features = self.features(e, rel, tau, exclude)
         weight = F.softplus(self.weight).index_select(0, rel[rows])
         return rows, answers, (features.to(weight.dtype) * weight).sum(1)
+
+
+@contextmanager
+def known_facts(model, kg) -> Iterator[None]:
+    """While ``model`` is evaluated on ``kg``, its history (if any) knows the facts of
+    its ``eval_splits`` instead of the training split; the training index is restored after.
+    Nothing changes for a model without a history or with ``eval_splits == ("train",)``."""
+    history = getattr(model, "history", None)
+    if history is None or history.eval_splits == ("train",):
+        yield
+        return
+    saved = {name: getattr(history, name) for name in BUFFERS}
+    first_day = history.first_day
+    history.index(torch.cat([kg.split(name) for name in history.eval_splits]))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(history, name, value)
+        history.first_day = first_day

@@ -22,7 +22,13 @@ with reciprocal relations for head queries (as tkbc does):
   past the range the rotation still turns;
 - ``H`` (``history_windows``, ``pair_windows``): an optional term from the training facts
   themselves (``rotmem.models.history``): how often ``(h, r, t)`` happened, and how often ``h`` and
-  ``t`` interacted in any relation, within each window of ``τ``.
+  ``t`` interacted in any relation, within each window of ``τ``; ``history_causal`` and
+  ``history_eval_splits`` make it count only earlier days and know later splits' facts at
+  evaluation (temporal extrapolation).
+
+``hold_rotation``: past the training range the rotation stays where it was on the range's first or
+last day (as the day table and TNTComplEx's per-day table do) instead of turning on; without it a
+day far past the range turns every frequency to a phase never trained.
 """
 
 from __future__ import annotations
@@ -65,6 +71,9 @@ class RoMemComplEx(TemporalKGE):
         day_table: bool = False,
         history_windows: Sequence[int] | None = None,
         pair_windows: Sequence[int] | None = None,
+        history_causal: bool = False,
+        history_eval_splits: Sequence[str] = ("train",),
+        hold_rotation: bool = False,
         facts: torch.Tensor | None = None,
     ):
         super().__init__()
@@ -85,6 +94,9 @@ class RoMemComplEx(TemporalKGE):
             day_table=day_table,
             history_windows=windows,
             pair_windows=pairs,
+            history_causal=history_causal,
+            history_eval_splits=list(history_eval_splits),
+            hold_rotation=hold_rotation,
         )
         self.n = dim // 2
 
@@ -99,7 +111,9 @@ class RoMemComplEx(TemporalKGE):
         self.speed = RelationSpeed(num_relations, source=speed)
         self.history = None
         if windows or pairs:
-            self.history = FactHistory(num_entities, num_relations, windows, pairs, facts)
+            self.history = FactHistory(
+                num_entities, num_relations, windows, pairs, facts, history_causal, history_eval_splits
+            )
 
     @property
     def tau0(self) -> float:
@@ -121,7 +135,10 @@ class RoMemComplEx(TemporalKGE):
 
     def dynamic_part(self, rows: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
         """``d_r ⊙ e^{iθ_r(τ)} ⊙ u(τ)`` for relation rows ``rows`` (``R + r`` reciprocal)."""
-        theta = self.spectrum(self.alpha(rows), tau)
+        turned = tau
+        if self.config["hold_rotation"]:
+            turned = tau.clamp(self.tau0, self.tau0 + self.config["num_days"] - 1)
+        theta = self.spectrum(self.alpha(rows), turned)
         turn = torch.cat([torch.cos(theta), torch.sin(theta)], dim=-1).to(self.rel_dynamic.dtype)
         if self.day is not None:
             turn = complex_product(turn, self.day_embedding(tau))
