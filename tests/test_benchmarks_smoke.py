@@ -177,3 +177,34 @@ def test_accuracy_race_smoke(tmp_path):
         assert all(0 <= float(r["time_auc"]) <= 1 for r in mine)
     assert (out / "accuracy_race.png").stat().st_size > 0
     assert "time-aware" in result.stdout and "command: " in result.stdout
+
+
+def test_plot_paper_curve_draws_both_runs_and_refuses_a_missing_model(tmp_path):
+    """``benchmarks/plot_paper_curve.py`` on two small race CSVs: a PNG and the curve's last rows."""
+    pytest.importorskip("matplotlib")
+    fields = ["model", "epoch", "train_seconds", "filter", "tie", "mrr"]
+    for name, model in (("curve.csv", "paper"), ("race.csv", "best")):
+        with (tmp_path / name).open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            for epoch in (1, 2):
+                for kind, mrr in (("time-aware", 0.4 + epoch / 100), ("static", 0.6 + epoch / 100)):
+                    for tie in ("optimistic", "realistic", "pessimistic"):
+                        writer.writerow(
+                            dict(
+                                model=model,
+                                epoch=epoch,
+                                train_seconds=60 * epoch,
+                                filter=kind,
+                                tie=tie,
+                                mrr=mrr,
+                            )
+                        )
+    command = [sys.executable, "benchmarks/plot_paper_curve.py", "--curve", str(tmp_path / "curve.csv")]
+    command += ["--race", str(tmp_path / "race.csv"), "--model", "paper", "--best", "best"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "paper static: 0.6200 after 2.0 min" in done.stdout
+    assert (tmp_path / "paper_curve.png").stat().st_size > 0
+    done = subprocess.run(command[:-1] + ["nobody"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode != 0 and "no realistic-tie rows of model 'nobody'" in done.stderr

@@ -39,6 +39,40 @@ def test_demo_trains_and_answers_then_evaluate_reads_the_checkpoint(tmp_path, ca
     assert result["static/realistic"]["mrr"] >= result["time-aware/realistic"]["mrr"]
 
 
+class StopAtFit(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("extra", "config", "epochs"),
+    [
+        ([], "icews05-15-romem-complex-day.yaml", "2"),
+        (["--epochs", "5"], "icews05-15-romem-complex-day.yaml", "5"),
+        (["--config", "icews05-15-cpu"], "icews05-15-cpu.yaml", None),
+    ],
+)
+def test_demo_on_icews_trains_the_race_winner_for_two_epochs(tmp_path, monkeypatch, extra, config, epochs):
+    import lightning_modules.cli
+    import rotmem.data
+
+    seen = []
+
+    def fit(argv):
+        seen.append(argv)
+        raise StopAtFit
+
+    monkeypatch.setattr(rotmem.data, "find_dataset", lambda *args: tmp_path)  # as if ICEWS were there
+    monkeypatch.setattr(lightning_modules.cli, "run_lightning_cli", fit)
+    monkeypatch.setattr("rotmem.commands.demo.ensure_gate", lambda *args: None)
+    with pytest.raises(StopAtFit):
+        main(["demo", "--out", str(tmp_path), *extra])
+    argv = seen[0]
+    assert argv[:2] == ["fit", "--config"] and argv[2].endswith(config)
+    assert argv[argv.index("--data.dataset") + 1] == "icews05-15"
+    given = argv[argv.index("--trainer.max_epochs") + 1] if "--trainer.max_epochs" in argv else None
+    assert given == epochs
+
+
 def test_unknown_subcommand_is_rejected():
     with pytest.raises(SystemExit):
         main(["levitate"])

@@ -1,0 +1,85 @@
+"""The paper-size learning curve beside the paper's figure and the race's best config.
+
+    python benchmarks/plot_paper_curve.py
+
+Reads the curve of ``icews05-15-chronor`` (dim 500, k 3, the paper's settings) written by
+``accuracy_race.py --budget-s 5400 --configs icews05-15-chronor --out-dir
+benchmarks/results/paper_curve`` and the race (``benchmarks/results/accuracy_race``), and draws
+test MRR (realistic ties) against training minutes on this machine, under both filters, with the
+paper's 0.726 (static filter, ICEWS05-15, after its GPU training) as a horizontal line. Writes
+``paper_curve.png`` next to the curve's CSV and prints the curve's last row per filter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+PAPER_STATIC_MRR = 0.726  # RoMem paper, ICEWS05-15, static filter
+
+
+def read_curve(path: Path, model: str) -> dict[str, list[tuple[float, float]]]:
+    """``{filter: [(training minutes, MRR), ...]}`` of ``model``'s realistic-tie rows in ``path``."""
+    if not path.is_file():
+        raise SystemExit(f"{path}: no such file; run benchmarks/accuracy_race.py first")
+    curve: dict[str, list[tuple[float, float]]] = {}
+    with path.open() as handle:
+        for row in csv.DictReader(handle):
+            if row["model"] == model and row["tie"] == "realistic":
+                curve.setdefault(row["filter"], []).append(
+                    (float(row["train_seconds"]) / 60, float(row["mrr"]))
+                )
+    if not curve:
+        raise SystemExit(f"{path}: no realistic-tie rows of model {model!r}")
+    return curve
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--curve", type=Path, default=RESULTS / "paper_curve" / "accuracy_race.csv")
+    parser.add_argument("--model", default="icews05-15-chronor")
+    parser.add_argument("--race", type=Path, default=RESULTS / "accuracy_race" / "accuracy_race.csv")
+    parser.add_argument("--best", default="icews05-15-romem-complex-day", help="the race's model to draw")
+    parser.add_argument("--out", type=Path, default=None, help="default: paper_curve.png beside --curve")
+    args = parser.parse_args(argv)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paper, best = read_curve(args.curve, args.model), read_curve(args.race, args.best)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for curve, name, color in ((paper, args.model, "C0"), (best, args.best, "C3")):
+        for kind, style in (("static", "-"), ("time-aware", "--")):
+            points = curve.get(kind, [])
+            ax.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                style,
+                color=color,
+                marker=".",
+                label=f"{name}, {kind}",
+            )
+    ax.axhline(PAPER_STATIC_MRR, color="grey", linestyle=":", label=f"paper, static ({PAPER_STATIC_MRR})")
+    ax.set_xlabel("training minutes (2-core CPU, this machine)")
+    ax.set_ylabel("ICEWS05-15 test MRR, realistic ties")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    out = args.out or args.curve.with_name("paper_curve.png")
+    fig.savefig(out, dpi=120)
+    for kind, points in paper.items():
+        epochs = len(points)
+        print(
+            f"{args.model} {kind}: {points[-1][1]:.4f} after {points[-1][0]:.1f} min ({epochs} evaluations)"
+        )
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
