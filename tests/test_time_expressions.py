@@ -77,6 +77,25 @@ def test_text_without_a_time_gives_none(text: str) -> None:
     assert extract_time(text, REF) is None
 
 
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("I tried Cyberpunk 2077 yesterday", ["2013-03-14"]),  # a game's name, not a year
+        ("We watched Blade Runner 2049", []),
+        ("I want to retire by 2049", ["2049-01-01..2049-12-31"]),  # a preposition: a time
+        ("in 2030 we move", ["2030-01-01..2030-12-31"]),
+        ("born in 1961", ["1961-01-01..1961-12-31"]),  # the far past is a time
+        ("she moved in 2020, then 2021", ["2020-01-01..2020-12-31", "2021-01-01..2021-12-31"]),
+        ("from 2010-2012", ["2010-01-01..2010-12-31", "2012-01-01..2012-12-31"]),
+        ("Photo%2023.07.23,%2014%2034%2052.jpg", []),  # digits inside a URL
+        ("see https://example.com/2019/img_2012.png", []),
+        ("the 2012 season ended.", ["2012-01-01..2012-12-31"]),
+    ],
+)
+def test_bare_years_inside_names_and_urls_are_not_times(text: str, expected: list[str]) -> None:
+    assert [str(s) for s in find_times(text, REF)] == expected
+
+
 def test_month_end_is_clamped_when_counting_months() -> None:
     assert span("a month ago", "2013-03-31") == ("2013-02-28", "2013-02-28")
     assert span("a year ago", "2012-02-29") == ("2011-02-28", "2011-02-28")

@@ -7,7 +7,9 @@ and RoMem's ``tau``. A resolved expression is a :class:`TimeSpan` of whole days,
 Recognised (case-insensitive; the leftmost, longest match wins where expressions overlap):
 
 - calendar dates: ``2011-05-03``, ``3 May 2011``, ``3rd of May, 2011``, ``May 3, 2011`` (a day);
-  ``May 2011``, ``May of 2011`` (that month); ``in 2012``, a bare year 1900-2099 (that year);
+  ``May 2011``, ``May of 2011`` (that month); ``in 2012``, a bare year 1900-2099 (that year;
+  not digits inside a URL or file name, nor a far-future year without a preposition, a name such
+  as "Cyberpunk 2077");
 - ``today``, ``yesterday``, ``the day before yesterday``, ``tomorrow`` (a day);
 - ``N days|weeks|months|years ago`` and ``in N days|weeks|months|years`` (a day, N counted back or
   forward in calendar units), with N a numeral, ``a``/``an``, ``one`` .. ``twenty``,
@@ -243,6 +245,27 @@ def _shift(ref: dt.date, n: int, unit: str) -> dt.date:
     return _add_months(ref, n * (12 if unit == "year" else 1))
 
 
+_INSIDE_TOKEN_BEFORE = re.compile(r"[/_=%&?#\\]$|\w\.$")
+_INSIDE_TOKEN_AFTER = re.compile(r"[/_=%&?#\\]|\.\w")
+_TIME_PREPOSITION = re.compile(
+    r"\b(?:in|by|until|till|before|after|since|of|from|during|around|circa|to)\s+$", re.IGNORECASE
+)
+FUTURE_YEARS = 10  # a bare year further ahead than this, with no preposition, is a name
+
+
+def _bare_year(m: re.Match[str], ref: dt.date) -> tuple[int, int] | None:
+    """A bare year's days, or None where the digits are not a time: inside a URL, file name or
+    identifier (``%2034``, ``IMG_2019.jpg``), or a year more than ``FUTURE_YEARS`` ahead of the
+    reference with no preposition before it (a name: "Cyberpunk 2077", "Blade Runner 2049")."""
+    before, after = m.string[: m.start()], m.string[m.end() :]
+    if _INSIDE_TOKEN_BEFORE.search(before) or _INSIDE_TOKEN_AFTER.match(after):
+        return None
+    year = int(m.group("y"))
+    if year > ref.year + FUTURE_YEARS and not _TIME_PREPOSITION.search(before):
+        return None
+    return _year_span(year)
+
+
 def _resolve(kind: str, m: re.Match[str], ref: dt.date) -> tuple[int, int] | None:
     """Days ``(start, end)`` of one match, or None when the words name no valid date."""
     g = {k: (v.lower() if isinstance(v, str) else v) for k, v in m.groupdict().items()}
@@ -256,7 +279,7 @@ def _resolve(kind: str, m: re.Match[str], ref: dt.date) -> tuple[int, int] | Non
     if kind == "month_year":
         return _month_span(int(g["y"]), MONTHS[g["month"]])
     if kind == "year":
-        return _year_span(int(g["y"]))
+        return _bare_year(m, ref)
     if kind == "day_before_yesterday":
         return _day(ref) - 2, _day(ref) - 2
     if kind == "deictic":
