@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     ax.set_xlabel("training minutes (2-core CPU, this machine)")
     ax.set_ylabel("ICEWS05-15 test MRR, realistic ties")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="center right")
     fig.tight_layout()
     out = args.out or args.curve.with_name("paper_curve.png")
     fig.savefig(out, dpi=120)
