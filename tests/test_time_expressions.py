@@ -90,6 +90,8 @@ def test_text_without_a_time_gives_none(text: str) -> None:
         ("Photo%2023.07.23,%2014%2034%2052.jpg", []),  # digits inside a URL
         ("see https://example.com/2019/img_2012.png", []),
         ("the 2012 season ended.", ["2012-01-01..2012-12-31"]),
+        ("Where did Ana live in 2012?", ["2012-01-01..2012-12-31"]),
+        ("Was it 2011, 2012!", ["2011-01-01..2011-12-31", "2012-01-01..2012-12-31"]),
     ],
 )
 def test_bare_years_inside_names_and_urls_are_not_times(text: str, expected: list[str]) -> None:

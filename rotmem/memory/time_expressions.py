@@ -245,8 +245,8 @@ def _shift(ref: dt.date, n: int, unit: str) -> dt.date:
     return _add_months(ref, n * (12 if unit == "year" else 1))
 
 
-_INSIDE_TOKEN_BEFORE = re.compile(r"[/_=%&?#\\]$|\w\.$")
-_INSIDE_TOKEN_AFTER = re.compile(r"[/_=%&?#\\]|\.\w")
+_INSIDE_TOKEN_BEFORE = re.compile(r"[/_=%&#\\]$|\w\.$")
+_INSIDE_TOKEN_AFTER = re.compile(r"[/_=%&#\\]|\.\w")  # not "?": a question ends "in 2019?"
 _TIME_PREPOSITION = re.compile(
     r"\b(?:in|by|until|till|before|after|since|of|from|during|around|circa|to)\s+$", re.IGNORECASE
 )
