@@ -68,7 +68,7 @@ class RoMemCLI(LightningCLI):
 
 
 def check_ckpt_path(ckpt_path: str | None) -> None:
-    """Before Lightning unpickles ``--ckpt_path`` (freely, running whatever code the file holds), read
+    """Before Lightning reads ``--ckpt_path`` (a traceback for a bad file, or code run when unpickled), read
     it as ``rotmem.load_model`` does: weights only, a rotmem layout, its stored SHA-256. A bad file
     ends in one line (``BadCheckpointError``); Lightning's own names (``last``, ``best``, ...) pass."""
     if ckpt_path is None or ckpt_path in LIGHTNING_CKPT_NAMES:
@@ -79,6 +79,11 @@ def check_ckpt_path(ckpt_path: str | None) -> None:
 def run_lightning_cli(argv: list[str]) -> RoMemCLI:
     """Run LightningCLI on ``argv`` (e.g. ``["fit", "--config", "path/to/synthetic.yaml"]``: paths;
     ``rotmem.cli`` turns packaged config names into paths first)."""
+    for i, arg in enumerate(argv):  # LightningCLI reads --ckpt_path's hyper-parameters at once
+        if arg == "--ckpt_path" and i + 1 < len(argv):
+            check_ckpt_path(argv[i + 1])
+        elif arg.startswith("--ckpt_path="):
+            check_ckpt_path(arg.split("=", 1)[1])
     # The arguments come from argv alone; sys.argv holds them too because Lightning's DDP launcher
     # starts the other ranks by re-running sys.argv (without them a rank starts with no subcommand).
     with mock.patch.object(sys, "argv", sys.argv[:1] + list(argv)):

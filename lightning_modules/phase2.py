@@ -17,12 +17,7 @@ from rotmem.distributed import ShardedRanking, entity_parallel_loss
 from rotmem.errors import BadSettingError
 from rotmem.evaluation.filters import FILTERS
 from rotmem.evaluation.ranking import DEFAULT_TIE, answer_filters, batch_ranks
-from rotmem.losses import (
-    embedding_regularizer,
-    one_vs_all_loss,
-    self_adversarial_loss,
-    time_contrastive_loss,
-)
+from rotmem.losses import Objective, one_vs_all_loss, self_adversarial_loss
 from rotmem.models import build_model
 from rotmem.models.checkpoint import check_digest, model_state
 from rotmem.models.digest import DIGEST_KEY, state_digest
@@ -142,6 +137,7 @@ class Phase2Module(pl.LightningModule):
             self.model = build_model(**build)
         except ValueError as error:  # a width, window or family out of range: the user's settings
             raise BadSettingError(f"model: {error}") from None
+        self.objective = Objective(regularizer, regularizer_weight, time_weight, smoothness_weight)
         self._ranks = EvaluationRanks()
         self._evaluating = ExitStack()  # the history's evaluation facts, for one evaluation epoch
         self.entity_table = None  # this rank's shard, with entity_parallel under DDP
@@ -199,45 +195,26 @@ class Phase2Module(pl.LightningModule):
             )
         # Both fit losses give the entity table a dense gradient; the other terms' rows add theirs
         # sparse, made after the fit loss (one_vs_all_loss says why the order matters).
-        reg = embedding_regularizer(self.model, facts, hp.regularizer, sparse_grad=True)
-        loss = fit + hp.regularizer_weight * reg
-        logs = {"train/fit": fit, "train/reg": reg}
-        if hp.time_weight > 0 and "negative_days" in batch:
-            time_loss = time_contrastive_loss(
-                self.model, facts, batch["negative_days"], self.sigma(), sparse_grad=True
-            )
-            loss = loss + hp.time_weight * time_loss
-            logs["train/time"] = time_loss
-        smoothness = self.model.time_regularizer()
-        if hp.smoothness_weight > 0 and smoothness is not None:
-            loss = loss + hp.smoothness_weight * smoothness
-            logs["train/smoothness"] = smoothness
-        return self._log_loss(loss, logs, facts.shape[0])
+        negative_days = batch.get("negative_days")
+        parts = {"fit": fit}
+        parts |= self.objective.batch_terms(self.model, facts, negative_days, self.sigma(), sparse_grad=True)
+        parts |= self.objective.model_terms(self.model)
+        return self._log_loss(self.objective.total(parts), parts, facts.shape[0])
 
     def _entity_parallel_step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The same loss over the global batch, with the table sharded (every rank gets its value)."""
-        hp = self.hparams
-        timed = hp.time_weight > 0 and "negative_days" in batch
+        """The same objective over the global batch, with the table sharded (every rank gets its value)."""
+        negative_days, sigma = batch.get("negative_days"), self.sigma()
 
         def terms(model, facts):  # on the batch's gathered rows, ids local to them
-            out = {"reg": embedding_regularizer(model, facts, hp.regularizer)}
-            if timed:
-                out["time"] = time_contrastive_loss(model, facts, batch["negative_days"], self.sigma())
-            return out
+            return self.objective.batch_terms(model, facts, negative_days, sigma)
 
         parts = entity_parallel_loss(self.model, self.entity_table, batch["facts"], terms)
-        loss = parts["fit"] + hp.regularizer_weight * parts["reg"]
-        if timed:
-            loss = loss + hp.time_weight * parts["time"]
-        smoothness = self.model.time_regularizer()  # per-day tables: replicated, no entity row
-        if hp.smoothness_weight > 0 and smoothness is not None:
-            loss = loss + hp.smoothness_weight * smoothness
-            parts["smoothness"] = smoothness
-        return self._log_loss(loss, {f"train/{k}": v for k, v in parts.items()}, batch["facts"].shape[0])
+        parts |= self.objective.model_terms(self.model)  # per-day tables: replicated, no entity row
+        return self._log_loss(self.objective.total(parts), parts, batch["facts"].shape[0])
 
-    def _log_loss(self, loss: torch.Tensor, logs: dict[str, torch.Tensor], batch_size: int) -> torch.Tensor:
+    def _log_loss(self, loss: torch.Tensor, parts: dict[str, torch.Tensor], batch_size: int) -> torch.Tensor:
         # sync_dist: under DDP each rank's loss is over its micro-batch; their mean is the global batch's
-        logs["train/loss"] = loss
+        logs = {f"train/{name}": value for name, value in parts.items()} | {"train/loss": loss}
         self.log_dict(
             logs, prog_bar=False, on_step=True, on_epoch=True, batch_size=batch_size, sync_dist=True
         )

@@ -1,7 +1,8 @@
 """The ``rotmem`` console script: one subcommand per module in ``rotmem.commands``.
 
 ``rotmem fit|validate|test --config CONFIG`` hand over to LightningCLI (Phase-2 training); CONFIG is
-a YAML file or the name of a packaged config (``rotmem.configs``: ``synthetic``, ``icews05-15-cpu``, ...).
+a YAML file or the name of a packaged config (``rotmem.configs``: ``synthetic``,
+``icews05-15-chronor-dim128``, ...).
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
-"""Phase-2 training losses (ROMEM.md, "Two-phase training")."""
+"""Phase-2 training losses (ROMEM.md, "Two-phase training") and ``Objective``, the weighted sum
+that the data-parallel and the entity-parallel training steps both take."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -98,3 +101,54 @@ def self_adversarial_loss(
         weights = torch.softmax(temperature * neg.detach(), dim=1)
         total = total - F.logsigmoid(pos).mean() - (weights * F.logsigmoid(-neg)).sum(1).mean()
     return total / 2
+
+
+@dataclass(frozen=True)
+class Objective:
+    """``L = fit + λ·reg + λ_t·L_time + λ_s·smoothness``: Phase 2's loss around a fit term (the
+    1-vs-all or the self-adversarial loss, or its entity-parallel form), one definition for every
+    way of computing the fit.
+
+    ``regularizer``: ``"l4"`` or ``"modulus3"`` (``embedding_regularizer``); ``time_weight`` weighs
+    ``time_contrastive_loss`` (given a batch's ``negative_days``); ``smoothness_weight`` the model's
+    ``time_regularizer`` (per-day tables).
+    """
+
+    regularizer: str = "l4"
+    regularizer_weight: float = 0.01
+    time_weight: float = 0.5
+    smoothness_weight: float = 0.0
+
+    def batch_terms(
+        self,
+        model: TemporalKGE,
+        facts: torch.Tensor,
+        negative_days: torch.Tensor | None,
+        sigma_years: float,
+        sparse_grad: bool = False,
+    ) -> dict[str, torch.Tensor]:
+        """The terms over a batch's rows besides the fit: ``{"reg", "time"?}`` (``"time"`` when
+        weighted and ``negative_days [B, J]`` given). ``sparse_grad``: for a fit term that gives the
+        entity table a dense gradient, made before these (``one_vs_all_loss``)."""
+        out = {"reg": embedding_regularizer(model, facts, self.regularizer, sparse_grad)}
+        if self.time_weight > 0 and negative_days is not None:
+            out["time"] = time_contrastive_loss(model, facts, negative_days, sigma_years, sparse_grad)
+        return out
+
+    def model_terms(self, model: TemporalKGE) -> dict[str, torch.Tensor]:
+        """The terms over the whole model: ``{"smoothness"}`` when weighted and the family has one."""
+        smoothness = model.time_regularizer() if self.smoothness_weight > 0 else None
+        return {} if smoothness is None else {"smoothness": smoothness}
+
+    def total(self, parts: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``fit + λ·reg + λ_t·time + λ_s·smoothness`` over the terms present in ``parts``."""
+        weights = {
+            "reg": self.regularizer_weight,
+            "time": self.time_weight,
+            "smoothness": self.smoothness_weight,
+        }
+        loss = parts["fit"]
+        for name, weight in weights.items():
+            if name in parts:
+                loss = loss + weight * parts[name]
+        return loss

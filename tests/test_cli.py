@@ -48,7 +48,7 @@ class StopAtFit(Exception):
     [
         ([], "icews05-15-romem-complex-day.yaml", "2"),
         (["--epochs", "5"], "icews05-15-romem-complex-day.yaml", "5"),
-        (["--config", "icews05-15-cpu"], "icews05-15-cpu.yaml", None),
+        (["--config", "icews05-15-cpu"], "icews05-15-chronor-dim128.yaml", None),  # the old name
     ],
 )
 def test_demo_on_icews_trains_the_race_winner_for_two_epochs(tmp_path, monkeypatch, extra, config, epochs):
@@ -95,7 +95,7 @@ def test_packaged_configs_resolve_by_name_and_paths_stay_paths(tmp_path):
     from rotmem import configs
     from rotmem.cli import resolve_configs
 
-    assert {"synthetic", "icews05-15-cpu", "gate-icews05-15"} <= set(configs.names())
+    assert {"synthetic", "icews05-15-chronor-dim128", "gate-icews05-15"} <= set(configs.names())
     packaged = configs.resolve("synthetic")
     assert (
         packaged.is_file() and packaged.parent.name == "configs" and packaged.parent.parent.name == "rotmem"

@@ -77,3 +77,28 @@ def test_a_command_that_needs_an_extra_names_it(tmp_path):
     env = python("from rotmem.cli import main; sys.exit(main(['env']))", tmp_path)
     assert env.returncode == 0, env.stderr[-3000:]
     assert "pytorch-lightning" in env.stdout and "CPU ISA in use" in env.stdout
+
+
+def test_rotmem_exports_its_models_and_memory_lazily(tmp_path):
+    run = python(
+        """
+import rotmem
+loaded = sorted(m for m in sys.modules if m.startswith(("rotmem.models", "rotmem.memory", "rotmem.data")))
+import torch
+from rotmem import RoMemComplEx, TNTComplEx, TEMStore, TemporalMemory
+import rotmem.memory, rotmem.models
+assert RoMemComplEx is rotmem.models.RoMemComplEx and TNTComplEx is rotmem.models.TNTComplEx
+assert TEMStore is rotmem.memory.TEMStore and rotmem.TemporalMemory is rotmem.memory.TemporalMemory
+assert rotmem.load_model is rotmem.models.load_model and set(rotmem.__all__) <= set(dir(rotmem))
+model = rotmem.TNTComplEx(4, 2, dim=8, history_windows=[1], facts=torch.tensor([[0, 1, 2, 0]]))
+try:
+    rotmem.nope
+except AttributeError as error:
+    print(error)
+print(loaded)
+""",
+        tmp_path,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    missing, loaded = run.stdout.split("\n")[:2]
+    assert missing == "module 'rotmem' has no attribute 'nope'" and loaded == "[]"

@@ -3,7 +3,8 @@
 Trains on ICEWS05-15 when the data is found (``--data-dir`` or ``$ROTMEM_DATA_DIR``), else on the
 built-in synthetic KG, whose true answers are known. On ICEWS05-15 it trains the race's best
 config (``icews05-15-romem-complex-day``, docs/accuracy.md) for ``ICEWS_EPOCHS`` epochs, about
-8 minutes on 2 cores; ``--config icews05-15-cpu`` trains the paper's CPU preset instead.
+8 minutes on 2 cores; ``--config icews05-15-chronor-dim128`` (once ``icews05-15-cpu``) trains the
+paper's CPU preset instead.
 """
 
 from __future__ import annotations
