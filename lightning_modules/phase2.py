@@ -19,7 +19,7 @@ from rotmem.evaluation.filters import FILTERS
 from rotmem.evaluation.ranking import DEFAULT_TIE, answer_filters, batch_ranks
 from rotmem.losses import Objective, one_vs_all_loss, self_adversarial_loss
 from rotmem.models import build_model
-from rotmem.models.checkpoint import check_digest, model_state
+from rotmem.models.checkpoint import check_digest, family_arguments, model_state
 from rotmem.models.digest import DIGEST_KEY, state_digest
 from rotmem.models.history import known_facts
 
@@ -31,15 +31,17 @@ class Phase2Module(pl.LightningModule):
     """``L = ½(CE_tail + CE_head) + λ·N3 + λ_t·L_time + λ_s·smoothness`` (or the self-adversarial
     loss for DistMult), for any model family (``rotmem.models.FAMILIES``).
 
-    ``family="romem"`` (the paper's model) reads ``dim, k, backbone, speed, gate_path, init_scale,
-    init_s, init_base``; ``family="tntcomplex"`` reads ``dim`` (``2 · rank``), ``init_scale`` and
-    ``num_days`` (its per-day table spans the training days from ``tau0``); ``family="romem-complex"``
-    reads ``dim, speed, gate_path, init_scale, init_s, init_base, num_days, day_table`` and
-    ``hold_rotation``. Every family takes the history term (``rotmem.models.history``):
-    ``history_windows``, ``pair_windows``, ``history_causal``, ``history_eval_splits`` (its history
-    is the training split, indexed at setup, and the facts of ``history_eval_splits`` while it is
-    evaluated: ``rotmem.models.history.known_facts``). Per-day tables are kept smooth by
-    ``smoothness_weight`` (tkbc's ``time_reg``).
+    The model settings go to the family's constructor, each family taking those its signature names
+    (``rotmem.models.checkpoint.family_arguments``): ``family="romem"`` (the paper's model) takes
+    ``dim, k, backbone, speed, init_scale, init_s, init_base`` (and ``gate_path`` here);
+    ``"tntcomplex"`` takes ``dim`` (``2 · rank``), ``init_scale`` and ``num_days`` (its per-day table
+    spans the training days from ``tau0``); ``"romem-complex"`` takes ``dim, speed, init_scale,
+    init_s, init_base, num_days, day_table, hold_rotation``. Every family takes the history term
+    (``rotmem.models.history``): ``history_windows``, ``pair_windows``, ``history_causal``,
+    ``history_eval_splits`` (its history is the training split, indexed at setup, and the facts of
+    ``history_eval_splits`` while it is evaluated: ``rotmem.models.history.known_facts``). Per-day
+    tables are kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``). The loss is
+    ``rotmem.losses.Objective`` around the fit term, the same for the entity-parallel step.
 
     Validation and test log filtered MRR and Hits@k under both filters and the three tie rules
     (``val/time-aware/mrr``, realistic ties, is the checkpoint metric; ``val/time-aware/pessimistic/mrr``
@@ -103,38 +105,36 @@ class Phase2Module(pl.LightningModule):
                 f"(loss={loss!r}, history_windows={history_windows!r}, pair_windows={pair_windows!r})"
             )
         if speed == "gate" and not gate_path:
-            raise ValueError("speed='gate' needs gate_path (a gate.pt from `rotmem gate pretrain`)")
+            raise BadSettingError(
+                "model.speed 'gate' needs model.gate_path (a gate.pt from `rotmem gate pretrain`)"
+            )
         gate_path = str(Path(gate_path).expanduser()) if gate_path else None
         self.save_hyperparameters()
         self.hparams.gate_path = gate_path
-        if family == "romem":
-            family_args = dict(k=k, backbone=backbone, speed=speed, init_s=init_s, init_base=init_base)
-        elif family == "romem-complex":
-            family_args = dict(
-                speed=speed,
-                num_days=num_days,
-                init_s=init_s,
-                init_base=init_base,
-                day_table=day_table,
-                hold_rotation=hold_rotation,
-            )
-        else:
-            family_args = dict(num_days=num_days)
-        build = dict(
-            family=family,
-            num_entities=num_entities,
-            num_relations=num_relations,
+        settings = dict(
             dim=dim,
-            tau0=tau0,
+            k=k,
+            backbone=backbone,
+            speed=speed,
             init_scale=init_scale,
+            init_s=init_s,
+            init_base=init_base,
+            num_days=num_days,
+            day_table=day_table,
+            hold_rotation=hold_rotation,
             history_windows=history_windows,
             pair_windows=pair_windows,
             history_causal=history_causal,
             history_eval_splits=history_eval_splits or ["train"],
-            **family_args,
         )
-        try:
-            self.model = build_model(**build)
+        try:  # each family takes the settings its constructor names (rotmem.models.family_arguments)
+            self.model = build_model(
+                family,
+                num_entities=num_entities,
+                num_relations=num_relations,
+                tau0=tau0,
+                **family_arguments(family, settings),
+            )
         except ValueError as error:  # a width, window or family out of range: the user's settings
             raise BadSettingError(f"model: {error}") from None
         self.objective = Objective(regularizer, regularizer_weight, time_weight, smoothness_weight)
@@ -154,7 +154,7 @@ class Phase2Module(pl.LightningModule):
         history = getattr(self.model, "history", None)
         if history is not None and history.is_empty:
             history.index(kg.train)
-        if self.hparams.family != "tntcomplex" and self.hparams.speed == "gate" and stage == "fit":
+        if getattr(self.model, "speed", None) is not None and self.hparams.speed == "gate" and stage == "fit":
             from rotmem.gate import relation_speeds
 
             if not Path(self.hparams.gate_path).is_file():

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -28,6 +31,15 @@ def build_model(family: str, **config) -> TemporalKGE:
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}; expected one of {sorted(FAMILIES)}")
     return FAMILIES[family](**config)
+
+
+def family_arguments(family: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``settings`` (every family's settings, as a Phase-2 config holds them) that
+    ``family``'s constructor takes; an unknown family is a ``ValueError``."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r}; expected one of {sorted(FAMILIES)}")
+    accepted = inspect.signature(FAMILIES[family]).parameters
+    return {name: value for name, value in settings.items() if name in accepted}
 
 
 def load_model(checkpoint_path: str | Path, map_location: str | torch.device = "cpu") -> TemporalKGE:
