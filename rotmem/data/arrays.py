@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rotmem.data.temporal_kg import SPLITS, TemporalKG, load_directory
+from rotmem.data.temporal_kg import PARSER_VERSION, SPLITS, TemporalKG, load_directory
 
 META = "rotmem-arrays.json"
 FORMAT = "rotmem-arrays"
@@ -141,8 +141,8 @@ def load_arrays(directory: Path, name: str | None = None) -> TemporalKG:
 
 
 def _cache_key(directory: Path) -> str:
-    """Changes when any split file is replaced, resized or touched."""
-    parts = []
+    """Changes when any split file is replaced, resized or touched, or the parser changes."""
+    parts = [f"parser {PARSER_VERSION}"]
     for split in SPLITS:
         path = (directory / f"{split}.txt").resolve()
         stat = path.stat()

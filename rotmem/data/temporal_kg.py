@@ -16,6 +16,9 @@ import torch
 from rotmem.errors import BadDateError, InputFileNotFoundError, UnknownNameError, UserInputError
 
 SPLITS = ("train", "valid", "test")
+# what ``read_quadruples`` makes of a file; array copies of text files (``rotmem.data.arrays``) made
+# by another version are parsed again (2: a byte-order mark dropped, empty names refused)
+PARSER_VERSION = 2
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 
 
