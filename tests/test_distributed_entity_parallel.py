@@ -52,16 +52,10 @@ def _model_and_batch():
     return model, facts, negative_days
 
 
-def _terms(negative_days):
-    from rotmem.losses import embedding_regularizer, time_contrastive_loss
+def _objective():
+    from rotmem.losses import Objective
 
-    def terms(model, facts):
-        return {
-            "reg": embedding_regularizer(model, facts, "l4"),
-            "time": time_contrastive_loss(model, facts, negative_days, 0.5),
-        }
-
-    return terms
+    return Objective(regularizer="l4", regularizer_weight=0.01, time_weight=0.5)
 
 
 def entity_parallel_checks(rank: int, world: int, backend: str, model_loss: bool = True) -> dict:
@@ -100,23 +94,27 @@ def entity_parallel_checks(rank: int, world: int, backend: str, model_loss: bool
 
 
 def model_loss_checks() -> dict:
-    """The whole Phase-2 loss of a RoMem sharded over the ranks, then one Adagrad step."""
+    """The whole Phase-2 loss (``rotmem.losses.Objective``, as both training steps take it) of a
+    RoMem sharded over the ranks, then one Adagrad step."""
     from rotmem.distributed import ShardedEntityTable, entity_parallel_loss
-    from rotmem.losses import embedding_regularizer, one_vs_all_loss, time_contrastive_loss
+    from rotmem.losses import one_vs_all_loss
 
     out: dict = {}
     model, facts, negative_days = _model_and_batch()
     sharded_model = copy.deepcopy(model)
-    loss = (
-        one_vs_all_loss(model, facts)
-        + 0.01 * embedding_regularizer(model, facts, "l4", sparse_grad=True)
-        + 0.5 * time_contrastive_loss(model, facts, negative_days, 0.5, sparse_grad=True)
-    )
+    objective = _objective()
+    parts = {"fit": one_vs_all_loss(model, facts)}
+    parts |= objective.batch_terms(model, facts, negative_days, 0.5, sparse_grad=True)
+    assert set(parts) == {"fit", "reg", "time"}
+    loss = objective.total(parts)
     loss.backward()
     grads = _grads(model)
     table = ShardedEntityTable.take_from(sharded_model)
-    terms = entity_parallel_loss(sharded_model, table, facts, _terms(negative_days))
-    loss2 = terms["fit"] + 0.01 * terms["reg"] + 0.5 * terms["time"]
+
+    def terms(model, facts):
+        return objective.batch_terms(model, facts, negative_days, 0.5)
+
+    loss2 = objective.total(entity_parallel_loss(sharded_model, table, facts, terms))
     loss2.backward()
     out["model loss"] = (loss2 - loss).abs().item()
     s = table.shard
