@@ -112,38 +112,39 @@ def lookup(ids: dict[str, int], name: str, kind: str, where: str) -> int:
 def read_quadruples(path: Path) -> list[tuple[str, str, str, int]]:
     """Parse one split file (UTF-8; a byte-order mark at its start is dropped); errors name the file
     and 1-based line number: a line that is not UTF-8, not 4 fields, an empty name or a bad date."""
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line_no, line_start = raw.count(b"\n", 0, error.start) + 1, raw.rfind(b"\n", 0, error.start) + 1
+        raise DataFormatError(
+            f"{path}:{line_no}: not UTF-8 text (byte {raw[error.start]:#04x} at column "
+            f"{error.start - line_start + 1}); save the file as UTF-8"
+        ) from None
     rows: list[tuple[str, str, str, int]] = []
     days: dict[str, int] = {}
-    with open(path, "rb") as handle:
-        for line_no, raw in enumerate(handle, start=1):
+    for line_no, line in enumerate(text.split("\n"), start=1):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 4:
+            raise DataFormatError(
+                f"{path}:{line_no}: expected 4 tab-separated fields "
+                f"(head, relation, tail, YYYY-MM-DD), got {len(fields)}: {line!r}"
+            )
+        head, relation, tail, date = fields
+        if not (head.strip() and relation.strip() and tail.strip()):
+            kind = next(
+                k for k, v in (("head", head), ("relation", relation), ("tail", tail)) if not v.strip()
+            )
+            raise DataFormatError(f"{path}:{line_no}: empty {kind} name: {line!r}")
+        if date not in days:
             try:
-                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
-            except UnicodeDecodeError as error:
-                raise DataFormatError(
-                    f"{path}:{line_no}: not UTF-8 text (byte {raw[error.start]:#04x} at column "
-                    f"{error.start + 1}); save the file as UTF-8"
-                ) from None
-            line = line.rstrip("\n").rstrip("\r")
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) != 4:
-                raise DataFormatError(
-                    f"{path}:{line_no}: expected 4 tab-separated fields "
-                    f"(head, relation, tail, YYYY-MM-DD), got {len(fields)}: {line!r}"
-                )
-            head, relation, tail, date = fields
-            for kind, value in (("head", head), ("relation", relation), ("tail", tail)):
-                if not value.strip():
-                    raise DataFormatError(f"{path}:{line_no}: empty {kind} name: {line!r}")
-            if date not in days:
-                try:
-                    days[date] = day_of(date)
-                except ValueError:
-                    raise DataFormatError(
-                        f"{path}:{line_no}: bad date {date!r}, expected YYYY-MM-DD"
-                    ) from None
-            rows.append((head, relation, tail, days[date]))
+                days[date] = day_of(date)
+            except ValueError:
+                raise DataFormatError(f"{path}:{line_no}: bad date {date!r}, expected YYYY-MM-DD") from None
+        rows.append((head, relation, tail, days[date]))
     if not rows:
         raise DataFormatError(f"{path}: file is empty, expected one fact per line")
     return rows
