@@ -228,7 +228,7 @@ def support_first_last(index: FactIndex, side: str, relation: str, entity: str, 
 
 
 def support_after_first(index: FactIndex, relation: str, entity: str, anchor: str, after: bool):
-    """Side ``head``: the others' facts on the first day after (or last day before) the anchor's first fact."""
+    """Side ``head``: the others' facts on the first day after (or last before) the anchor's first."""
     pairs = index.answers("head", relation, entity)
     start = first_days(pairs)[anchor]
     if after:

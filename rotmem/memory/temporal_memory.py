@@ -30,7 +30,8 @@ Read path for a question asked on day ``now``:
    are returned in source order.
 
 ``fit`` is the online Phase 2 (``rotmem.memory.online_fit``): it builds an in-memory ``TemporalKG``
-from the stored facts (each at its ``t_happen``) and trains a small RoMem; the relation speeds stay
+from the stored facts (each at its ``t_happen``) and trains a small RoMem (plain torch, no Lightning;
+``FitConfig(family="tntcomplex")``: per-day embeddings instead, the discrete-time ablation); the relation speeds stay
 frozen: alpha = 1 (no gate), a mapping relation -> alpha, or a Semantic Speed Gate file
 (``rotmem.gate.relation_speeds``).
 """
@@ -47,7 +48,7 @@ import torch
 
 from rotmem.data import TemporalKG, date_of
 from rotmem.memory.llm import FactExtractor, Reader, extract_facts
-from rotmem.memory.online_fit import FitConfig, fit_romem
+from rotmem.memory.online_fit import FitConfig, fit_model
 from rotmem.memory.records import ExtractedFact, Record, SessionResult
 from rotmem.memory.render import render as render_items
 from rotmem.memory.tem_store import TEMStore
@@ -394,10 +395,11 @@ class TemporalMemory:
         return relation_speeds(self.speeds, list(relations))
 
     def fit(self, config: FitConfig | None = None) -> dict[str, float]:
-        """Train RoMem on the stored facts (``online_fit.fit_romem``, speeds frozen) and score with
-        it from now on; returns ``{"loss": last epoch's mean, "facts": number trained on}``."""
+        """Train RoMem (or ``config.family``) on the stored facts (``online_fit.fit_model``, no
+        Lightning, speeds frozen) and score with it from now on; returns ``{"loss": last epoch's
+        mean, "facts": number trained on}``."""
         kg = self.knowledge_graph()
-        model, loss = fit_romem(kg, config or FitConfig(), self.relation_speeds(kg.relations))
+        model, loss = fit_model(kg, config or FitConfig(), self.relation_speeds(kg.relations))
         self.use_model(model)
         return {"loss": loss, "facts": float(kg.train.shape[0])}
 
