@@ -57,7 +57,7 @@ class FitConfig:
 
 
 def build(kg: TemporalKG, config: FitConfig, alpha: torch.Tensor | None) -> TemporalKGE:
-    """A fresh model of ``config.family`` for ``kg`` (its vocabulary set); ``alpha [R]`` freezes RoMem's speeds."""
+    """A fresh ``config.family`` model for ``kg``, vocabulary set; ``alpha [R]`` freezes RoMem's speeds."""
     days = kg.train[:, 3]
     tau0 = int(days.min())
     if config.family == "tntcomplex":
