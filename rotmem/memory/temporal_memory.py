@@ -32,8 +32,8 @@ Read path for a question asked on day ``now``:
 ``fit`` is the online Phase 2 (``rotmem.memory.online_fit``): it builds an in-memory ``TemporalKG``
 from the stored facts (each at its ``t_happen``) and trains a small RoMem (plain torch, no
 Lightning; ``FitConfig(family="tntcomplex")``: per-day embeddings instead, the discrete-time
-ablation); the relation speeds stay frozen: alpha = 1 (no gate), a mapping relation -> alpha, or a Semantic Speed Gate file
-(``rotmem.gate.relation_speeds``).
+ablation); the relation speeds stay frozen: alpha = 1 (no gate), a mapping relation -> alpha,
+or a Semantic Speed Gate file (``rotmem.gate.relation_speeds``).
 """
 
 from __future__ import annotations
