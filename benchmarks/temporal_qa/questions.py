@@ -58,6 +58,7 @@ QUESTION_TYPES = (
 )
 GRANULARITIES = ("day", "month", "year")
 MAX_GOLD = 10
+SPLITS = {"dev": (1, 0.5), "test": (2, 1.0)}  # seed, scale of COUNTS
 # Questions per (type, answer type) of a full set; ``scale`` multiplies them (test 1.0, dev 0.5).
 COUNTS = {
     ("equal", "entity"): 300,
@@ -476,3 +477,48 @@ def generate(
         )  # fmt: skip
         for i, d in enumerate(drafts)
     ]
+
+
+def counts_table(questions: Sequence[Question]) -> str:
+    """A Markdown table: questions per type x granularity (and answer type)."""
+    columns = (*GRANULARITIES, "none")
+    lines = [
+        "| type | " + " | ".join(columns) + " | entity | time | total |",
+        "| --- |" + " ---: |" * (len(columns) + 3),
+    ]
+    for qtype in (*QUESTION_TYPES, "all"):
+        part = [q for q in questions if qtype in ("all", q.qtype)]
+        cells = [sum(q.granularity == g for q in part) for g in columns]
+        cells += [sum(q.answer_type == a for q in part) for a in ("entity", "time")] + [len(part)]
+        lines.append(f"| {qtype} | " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.temporal_qa.questions --split dev --out dev.jsonl``: write, print counts."""
+    import argparse
+    import json
+
+    from rotmem.data import load_dataset
+
+    parser = argparse.ArgumentParser(description="Write a temporal-QA question set as JSON lines.")
+    parser.add_argument("--split", choices=tuple(SPLITS), default="dev")
+    parser.add_argument("--start", default="2012-01-01")
+    parser.add_argument("--end", default="2012-12-31")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--out", help="a .jsonl file (default: print the counts only)")
+    args = parser.parse_args(argv)
+    kg = load_dataset("icews05-15", args.data_dir)
+    names, relations = kg.entities, kg.relations
+    facts = [(names[h], relations[r], names[t], d) for h, r, t, d in kg.all_facts.tolist()]
+    seed, scale = SPLITS[args.split]
+    questions = generate(facts, (day_of(args.start), day_of(args.end)), seed, scale=scale, prefix=args.split)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(q.to_json()) + "\n" for q in questions)
+    print(counts_table(questions))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

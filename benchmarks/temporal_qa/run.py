@@ -41,14 +41,14 @@ import numpy as np
 import torch
 
 from benchmarks.temporal_qa import memories
-from benchmarks.temporal_qa.questions import Question, generate
+from benchmarks.temporal_qa.questions import SPLITS, Question, generate
 from rotmem.data import date_of, day_of, load_dataset
 from rotmem.memory import HashingEncoder, SentenceEncoder
 from rotmem.memory.online_fit import FitConfig
 from rotmem.memory.temporal_memory import TemporalFact, TemporalMemory
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "temporal_qa"
-SEEDS = {"dev": 1, "test": 2}
+SEEDS = {name: seed for name, (seed, _) in SPLITS.items()}
 MEMORIES = ("dense", "bm25", "hybrid", "symbolic", "tem", "romem-gate", "romem-no-gate", "discrete")
 TITLES = {
     "dense": "dense MiniLM (fact sentences)",
@@ -395,7 +395,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.start, args.end, args.encoder, args.fit_epochs = "2012-01-01", "2012-01-14", "hashing", 1
         args.scale = 0.02 if args.scale is None else args.scale
     if args.scale is None:
-        args.scale = 1.0 if args.split == "test" else 0.5
+        args.scale = SPLITS[args.split][1]
     return args
 
 
