@@ -288,6 +288,9 @@ def load_setup(args: argparse.Namespace) -> Setup:
         E, R = kg.entities, kg.relations
         facts = [(E[h], R[r], E[t], d) for h, r, t, d in kg.all_facts.tolist()]
     questions = generate(facts, window, SEEDS[args.split], scale=args.scale, prefix=args.split)
+    if args.questions and args.questions < len(questions):  # every n-th: all types stay in
+        step = len(questions) / args.questions
+        questions = [questions[int(i * step)] for i in range(args.questions)]
     return Setup(facts, window, questions)
 
 
@@ -315,7 +318,8 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
             continue
         variant = TemporalMemory(store=memory.store, speeds=speeds)
         t0 = time.perf_counter()
-        result = variant.fit(FitConfig(**{**fit.__dict__, "family": family}))
+        epochs = args.fit_epochs if name == "romem-gate" else (args.ablation_epochs or args.fit_epochs)
+        result = variant.fit(FitConfig(**{**fit.__dict__, "family": family, "epochs": epochs}))
         stats[f"fit_s_{name}"] = time.perf_counter() - t0
         print(f"fitted {name}: {result}, {stats[f'fit_s_{name}']:.1f} s", flush=True)
         variants[name] = variant
@@ -347,7 +351,8 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
         f"ingestion {stats['ingest_s']:.1f} s = {stats['facts_per_s']:.0f} facts/s including embedding "
         f"(sessions of {args.days_per_batch} days per add_sessions call)",
         f"RoMem: fitted online on the memory's facts (TemporalMemory.fit, no Lightning): {args.fit_epochs} "
-        f"epochs, batch {args.batch_size}, dim {args.dim}; fit time {fits}; {gate_note}",
+        f"epochs (no-gate and discrete: {args.ablation_epochs or args.fit_epochs}), batch {args.batch_size}, "
+        f"dim {args.dim}; fit time {fits}; {gate_note}",
         "retrieval: rank of the first fact with the question's relation and named entity whose answer slot "
         "holds a gold answer, within the top 10 (MRR@10); latency: the ranking call only (question embedding "
         "excluded, computed beforehand)",
@@ -381,6 +386,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--memories", nargs="+", choices=MEMORIES, default=list(MEMORIES))
     parser.add_argument("--gate", help="a Semantic Speed Gate file (default: pretrain one into --out)")
     parser.add_argument("--fit-epochs", type=int, default=20)
+    parser.add_argument(
+        "--ablation-epochs",
+        type=int,
+        default=None,
+        help="epochs of the no-gate and discrete fits (default --fit-epochs)",
+    )
+    parser.add_argument(
+        "--questions", type=int, default=None, help="every n-th question, this many (timing runs)"
+    )
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--days-per-batch", type=int, default=30, help="daily sessions per add_sessions call")
