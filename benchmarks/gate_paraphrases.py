@@ -12,7 +12,7 @@ them, flagged ``template``) and, leave-one-out, for the ``train`` ones: median a
 ``|alpha(phrasing) - alpha(relation)|``; and Spearman(alpha of each relation string, its mined
 change rate) over relations with >= 1 and >= 20 mined pairs (training split).
 
-    ROTMEM_DATA_DIR=/work/shared/data python benchmarks/gate_paraphrases.py [--gate gate.pt]
+    ROTMEM_DATA_DIR=/work/shared/data python -m benchmarks.gate_paraphrases [--gate gate.pt]
 
 Writes ``benchmarks/results/gate_paraphrases_anchored.csv`` (one row per phrasing) and
 ``gate_paraphrase_summary.csv``.
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    command = "python benchmarks/gate_paraphrases.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = "python -m benchmarks.gate_paraphrases " + shlex.join(sys.argv[1:] if argv is None else argv)
     kg = load_dataset("icews05-15", args.data_dir)
     gate = (
         SemanticSpeedGate.load(args.gate)
