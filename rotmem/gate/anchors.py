@@ -8,8 +8,9 @@ relation's gate speed, and any text gets
 
     alpha(text) = sum_j softmax_j(cos(phi(text), phi(anchor_j)) / T) * alpha_gate(relation_j)
 
-with ``phi`` the gate's own embedding (its template and encoder). A paraphrase close to its
-relation's anchors takes that relation's speed; a relation string takes (almost) its own; an
+with ``phi`` the gate's own embedding (its template and encoder); an anchor text itself keeps its
+speed. A paraphrase close to its relation's anchors takes that relation's speed; a relation string
+keeps the gate's own; an
 unknown relation gets the speeds of its nearest known phrasings. ``T`` is chosen by leave-one-out
 on the training paraphrases only (``choose_temperature``); the held-out phrasings of the files (the
 temporal-QA question templates' phrasings among them) are never anchors.
@@ -30,7 +31,7 @@ from rotmem.gate.speed_gate import SemanticSpeedGate
 
 PARAPHRASE_DIR = Path(__file__).resolve().parent / "paraphrases"
 SPLITS = ("train", "heldout")
-TEMPERATURES = (0.01, 0.02, 0.03, 0.05, 0.1)
+TEMPERATURES = (0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.3)
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,16 @@ class AnchoredSpeeds:
         return torch.softmax(cos / self.temperature, dim=1)
 
     def alpha(self, texts: Sequence[str], exclude: Sequence[str] = ()) -> torch.Tensor:
-        """Speeds ``[len(texts)]`` in (0, 1)."""
+        """Speeds ``[len(texts)]`` in (0, 1); a text that is itself an anchor (and not excluded) keeps
+        its anchor's speed exactly, so every relation string keeps the gate's own speed."""
         if isinstance(texts, str):
             raise TypeError("alpha expects a list of strings, got a single string")
-        return self.weights(texts, exclude) @ self.alpha_of_anchor
+        out = self.weights(texts, exclude) @ self.alpha_of_anchor
+        position = {t: i for i, t in enumerate(self.texts)}
+        for i, text in enumerate(texts):
+            if text in position and text not in exclude:
+                out[i] = self.alpha_of_anchor[position[text]]
+        return out
 
 
 def anchors_for(relations: Sequence[str], paraphrases: Sequence[Paraphrase]) -> dict[str, str]:
