@@ -209,6 +209,7 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
     @app.post("/v1/search")
     def search(body: SearchIn, ns: str = Depends(namespace)) -> dict[str, Any]:
         now = None if body.now is None else check_day(body.now, "search", "now")
+        pool.encoder.prepare([body.question])  # embedded outside the namespace lock, batched
         with pool.use(ns, create=False) as memory:
             if memory is None:
                 return {"records": [], "evidence": "", "mode": None}

@@ -21,6 +21,7 @@ from rotmem.memory import TemporalMemory
 from rotmem.memory.backends import is_postgres
 from rotmem.memory.database import MemoryDatabaseError
 from rotmem.memory.sql_database import check_namespace
+from rotmem.server.batching import ServiceEncoder
 
 
 @dataclass
@@ -36,13 +37,15 @@ class MemoryPool:
 
     Args:
         store: a directory for SQLite files, or a ``postgresql://`` DSN.
-        encoder: the text encoder every namespace embeds with (one model in memory).
+        encoder: the text encoder every namespace embeds with (one model in memory, wrapped in a
+            ``ServiceEncoder`` so concurrent requests are embedded in batches).
         extractor: a ``FactExtractor`` for sessions sent without facts (None: facts are required).
         memory_options: more ``TemporalMemory`` / ``TEMStore`` arguments (e.g. ``synchronous``).
     """
 
     def __init__(self, store: str, encoder: Any, extractor: Any = None, **memory_options: Any):
-        self.store, self.encoder, self.extractor = str(store), encoder, extractor
+        self.store, self.extractor = str(store), extractor
+        self.encoder = encoder if isinstance(encoder, ServiceEncoder) else ServiceEncoder(encoder)
         self.postgres = is_postgres(self.store)
         self.memory_options = memory_options
         if not self.postgres:
