@@ -233,7 +233,7 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
     @app.get("/v1/records/{record_id}")
     def one_record(record_id: int, ns: str = Depends(namespace)) -> dict[str, Any]:
         with pool.use(ns, create=False) as memory:
-            record = None if memory is None or record_id < 0 else memory.store.record(record_id)
+            record = None if memory is None or not 0 <= record_id < 2**63 else memory.store.record(record_id)
             if record is None:
                 raise ServiceError(404, f"no record {record_id} in this namespace")
             [timed] = memory.with_times([record])
