@@ -41,8 +41,9 @@ def _as_server_user(command: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
 
 
-def start_server(folder: Path, binaries: Path) -> str:
-    """initdb + pg_ctl start in ``folder``; returns the DSN (unix socket, trust authentication)."""
+def start_server(folder: Path, binaries: Path, fsync: bool = False) -> str:
+    """initdb + pg_ctl start in ``folder``; returns the DSN (unix socket, trust authentication).
+    ``fsync=False`` (tests: nothing here kills the server) trades durability for speed."""
     data, socket_dir = folder / "data", folder / "socket"
     socket_dir.mkdir()
     if os.geteuid() == 0:
@@ -57,7 +58,9 @@ def start_server(folder: Path, binaries: Path) -> str:
         capture_output=True,
         timeout=120,
     )
-    options = f"-k {socket_dir} -c listen_addresses='' -c fsync=off -c max_connections=200"
+    options = (
+        f"-k {socket_dir} -c listen_addresses='' -c fsync={'on' if fsync else 'off'} -c max_connections=200"
+    )
     subprocess.run(
         _as_server_user(
             [

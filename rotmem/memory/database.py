@@ -121,7 +121,8 @@ INSERT OR IGNORE INTO session_dates SELECT source, MIN(t_obs) FROM temporal_fact
 
 
 class FactDatabase(MemoryDatabase):
-    """The SQLite file behind a ``TEMStore`` (see the module docs).
+    """The SQLite file behind a ``TEMStore`` (see the module docs). Not thread-safe: a caller that
+    shares one across threads serialises its use (``rotmem.server`` holds a lock per namespace).
 
     Args:
         path: the file, or ``":memory:"``.
@@ -150,7 +151,9 @@ class FactDatabase(MemoryDatabase):
         if self.path == ":memory:":
             if self.read_only:
                 raise MemoryDatabaseError(":memory: cannot be opened read-only (it would always be empty)")
-            return sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+            return sqlite3.connect(
+                self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S, check_same_thread=False
+            )
         file = Path(self.path)
         if file.is_dir():
             raise MemoryDatabaseError(f"{self.path}: is a directory, not a memory database file")
@@ -161,7 +164,9 @@ class FactDatabase(MemoryDatabase):
         try:
             if self.read_only:
                 return self._connect_read_only(file)
-            return sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+            return sqlite3.connect(
+                self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S, check_same_thread=False
+            )
         except sqlite3.OperationalError as error:
             raise MemoryDatabaseError(f"{self.path}: cannot open the memory database ({error})") from None
 
@@ -175,7 +180,9 @@ class FactDatabase(MemoryDatabase):
             uri += "?mode=ro&immutable=1"
         else:
             uri += "?mode=ro"
-        return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S)
+        return sqlite3.connect(
+            uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S, check_same_thread=False
+        )
 
     def _open(self, synchronous: str) -> None:
         self.connection.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")

@@ -184,6 +184,16 @@ class PostgresDatabase(MemoryDatabase):
         self.connection.close()
 
 
+def namespace_exists(dsn: str, namespace: str) -> bool:
+    """Whether ``namespace`` has been created on the server at ``dsn``."""
+    connection = _connect(dsn)
+    try:
+        found = connection.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema_name(namespace),))
+        return found.fetchone() is not None
+    finally:
+        connection.close()
+
+
 def drop_namespace(dsn: str, namespace: str) -> bool:
     """Delete every record of ``namespace`` (its schema); returns whether it existed."""
     schema = schema_name(namespace)

@@ -483,6 +483,11 @@ class TEMStore:
             rows = self.db.list_facts(group_key=self.group_key(subject, relation))
         return [self._record(row, None) for row in rows]
 
+    def record(self, record_id: int) -> Record | None:
+        """One stored fact by id, or None when no fact has that id."""
+        row = self.db.fetch_facts([int(record_id)]).get(int(record_id))
+        return None if row is None else self._record(row, None)
+
     def passages(self, kind: str | None = None) -> list[Passage]:
         """Stored turns and summaries in source order (``kind`` filters)."""
         return [_passage(row, None) for row in self.db.list_passages(kind)]
