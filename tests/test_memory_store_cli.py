@@ -6,7 +6,7 @@ import pytest
 
 from rotmem.cli import main
 from rotmem.commands.memory import parse_fact
-from rotmem.memory import TEMStore
+from rotmem.memory import HashingEncoder, TEMStore
 
 
 def test_add_search_show(tmp_path, capsys):
@@ -51,6 +51,7 @@ def test_errors_exit_2_and_store_nothing(tmp_path, capsys):
 
 def test_search_on_an_empty_store(tmp_path, capsys):
     db = str(tmp_path / "mem.db")
+    TEMStore(db, encoder=HashingEncoder()).close()
     assert main(["memory", "search", "--db", db, "anything", "--encoder", "hashing"]) == 0
     assert "(no facts stored)" in capsys.readouterr().out
 

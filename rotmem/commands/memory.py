@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add.set_defaults(run=run_add)
 
     search = actions.add_parser("search", help="top-k facts for a question, [historical] labelled")
-    search.add_argument("--db", required=True, help="SQLite file")
+    search.add_argument("--db", required=True, help="SQLite file (an existing memory; opened read-only)")
     search.add_argument("question")
     search.add_argument("-k", type=int, default=15, help="number of records (default 15)")
     search.add_argument(
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     search.set_defaults(run=run_search)
 
     show = actions.add_parser("show", help="every stored fact in source order")
-    show.add_argument("--db", required=True, help="SQLite file")
+    show.add_argument("--db", required=True, help="SQLite file (an existing memory; opened read-only)")
     show.add_argument("--subject", default=None, help="only this subject")
     show.add_argument("--relation", default=None, help="only this version group (needs --subject)")
     show.set_defaults(run=run_show)
@@ -71,13 +71,15 @@ def _encoder(name: str | None):
 
 
 def _open(args: argparse.Namespace, **options):
+    """The store at ``--db``; read commands pass ``read_only=True`` (a missing or foreign file is
+    refused, nothing is created or changed)."""
     from rotmem.memory import TEMStore
 
     return TEMStore(args.db, encoder=_encoder(getattr(args, "encoder", None)), **options)
 
 
 def _fail(error: Exception) -> int:
-    print(f"rotmem memory: error: {error}", file=sys.stderr)
+    print(f"rotmem memory: error: {' '.join(str(error).split())}", file=sys.stderr)
     return 2
 
 
@@ -101,7 +103,7 @@ def run_add(args: argparse.Namespace) -> int:
 
 def run_search(args: argparse.Namespace) -> int:
     try:
-        with _open(args) as store:
+        with _open(args, read_only=True) as store:
             records = store.retrieve(args.question, k=args.k)
             passages = store.retrieve_turns(args.question, k=args.turns) if args.turns > 0 else []
             if args.scores:
@@ -119,7 +121,7 @@ def run_search(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     try:
-        with _open(args) as store:
+        with _open(args, read_only=True) as store:
             records = store.records(args.subject, args.relation)
             print(f"{args.db}: {len(store.sessions())} session(s), {len(store)} fact(s)")
             if records:

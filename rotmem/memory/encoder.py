@@ -93,8 +93,13 @@ def encode_texts(encoder: TextEncoder, texts: Sequence[str], batch_size: int = 2
     """Embed ``texts`` in batches: ``[len(texts), D]`` float32 with unit (or zero) rows.
 
     Rows are re-normalised here, so an encoder that forgets to normalise still gives cosines;
-    a wrong shape or a NaN raises a ValueError naming the encoder.
+    a wrong shape or a NaN raises a ValueError naming the encoder. A text repeated in ``texts`` is
+    embedded once (a knowledge graph repeats a fact on many days: 46% of ICEWS05-15's 2012 facts).
     """
+    position = {text: i for i, text in enumerate(dict.fromkeys(texts))}
+    if len(position) < len(texts):
+        unique = encode_texts(encoder, list(position), batch_size)
+        return unique[[position[text] for text in texts]] if len(unique) else unique
     parts = []
     for start in range(0, len(texts), batch_size):
         batch = list(texts[start : start + batch_size])

@@ -202,7 +202,11 @@ class HybridRetriever:
         fact = self._standardised(self._dense(FACT_KIND, query, self._record_pos, len(self._records)))
         fact = fact + w * self._standardised(self._fact_lexical.scores(question))
         low_turn = float(turn.min()) if turn.size else 0.0
-        unit_turn = np.where(self._unit_turn >= 0, turn[np.maximum(self._unit_turn, 0)], low_turn)
+        unit_turn = (  # a memory without turns: every unit gets the stand-in
+            np.where(self._unit_turn >= 0, turn[np.maximum(self._unit_turn, 0)], low_turn)
+            if turn.size
+            else np.full(n, low_turn, dtype=np.float32)
+        )
         unit_fact = np.full(n, -np.inf, dtype=np.float32)
         if len(self._fact_pairs):
             np.maximum.at(unit_fact, self._fact_pairs[:, 1], fact[self._fact_pairs[:, 0]])

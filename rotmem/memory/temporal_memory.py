@@ -30,25 +30,27 @@ Read path for a question asked on day ``now``:
    are returned in source order.
 
 ``fit`` is the online Phase 2 (``rotmem.memory.online_fit``): it builds an in-memory ``TemporalKG``
-from the stored facts (each at its ``t_happen``) and trains a small RoMem; the relation speeds stay
-frozen: alpha = 1 (no gate), a mapping relation -> alpha, or a Semantic Speed Gate file
-(``rotmem.gate.relation_speeds``).
+from the stored facts (each at its ``t_happen``) and trains a small RoMem (plain torch, no
+Lightning; ``FitConfig(family="tntcomplex")``: per-day embeddings instead, the discrete-time
+ablation); the relation speeds stay frozen: alpha = 1 (no gate), a mapping relation -> alpha,
+or a Semantic Speed Gate file (``rotmem.gate.relation_speeds``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from rotmem.data import TemporalKG, date_of
+from rotmem.memory.database import FactDatabase, TimedFactRow
 from rotmem.memory.llm import FactExtractor, Reader, extract_facts
-from rotmem.memory.online_fit import FitConfig, fit_romem
-from rotmem.memory.records import ExtractedFact, Record, SessionResult
+from rotmem.memory.online_fit import FitConfig, fit_model
+from rotmem.memory.records import ExtractedFact, Record, Session, SessionResult, ValidSession, check_day
 from rotmem.memory.render import render as render_items
 from rotmem.memory.tem_store import TEMStore
 from rotmem.memory.time_expressions import QueryMode, TimeQuery, as_day, happened_day, query_mode
@@ -85,19 +87,6 @@ class TemporalRecord:
     s_kge: float
     score: float
     tau: float | None
-
-
-def _happen_day(value: Any, where: str) -> float:
-    """A given ``t_happen`` as float days, or a ValueError naming the fact."""
-    try:
-        day = (
-            float(value) if isinstance(value, int | float) and not isinstance(value, bool) else as_day(value)
-        )
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{where}: bad t_happen {value!r} ({error})") from None
-    if not math.isfinite(day):
-        raise ValueError(f"{where}: t_happen must be finite, got {value!r}")
-    return float(day)
 
 
 class TemporalMemory:
@@ -177,72 +166,48 @@ class TemporalMemory:
         )[0]
 
     def add_sessions(self, sessions: Iterable[Mapping[str, Any]]) -> list[SessionResult]:
-        """Append many sessions (mappings with ``add_session``'s argument names) in one store batch."""
-        prepared, timings = [], []
-        for position, session in enumerate(sessions):
-            session = dict(session)
-            if "date" not in session:
-                raise ValueError(f"session {position} ({session.get('session_id')!r}): a date is required")
-            t_obs = as_day(session.pop("date"))
-            if session.get("facts", ()) is None:
-                session["facts"] = self._extract(session, t_obs)
-            triples, whens = [], []
-            for i, fact in enumerate(session.get("facts") or ()):
-                if isinstance(fact, ExtractedFact):
-                    triples.append(fact)
-                    whens.append(
-                        None
-                        if fact.t_happen is None
-                        else _happen_day(fact.t_happen, f"session {session.get('session_id')!r}, fact {i}")
-                    )
-                    continue
-                if isinstance(fact, str | bytes) or not isinstance(fact, Sequence) or len(fact) not in (3, 4):
-                    raise ValueError(
-                        f"session {session.get('session_id')!r}, fact {i}: expected (subject, relation, "
-                        f"object) or (subject, relation, object, t_happen), got {fact!r}"
-                    )
-                triples.append(tuple(fact[:3]))
-                when = fact[3] if len(fact) == 4 else None
-                whens.append(
-                    None
-                    if when is None
-                    else _happen_day(when, f"session {session.get('session_id')!r}, fact {i}")
-                )
-            session["facts"] = triples
-            prepared.append(session)
-            timings.append((t_obs, whens, session.get("text")))
+        """Append many sessions (mappings with ``add_session``'s argument names) in one store batch.
 
-        def write_times(connection, results: list[SessionResult]) -> None:
+        Every session is checked by ``Session.validate(timed=True)`` (dates and ``t_happen`` inside
+        the calendar, finite) before anything is written."""
+        batch = []
+        for position, mapping in enumerate(sessions):
+            session = Session.coerce(mapping)
+            if session.date is None:
+                raise ValueError(f"session {position} ({session.session_id!r}): a date is required")
+            if session.facts is None:
+                t_obs = check_day(session.date, f"session {session.session_id!r}", "date")
+                session = replace(session, facts=self._extract(session, int(t_obs)))
+            batch.append(session.validate(timed=True))
+
+        def write_times(db: FactDatabase, written: list[tuple[ValidSession, SessionResult]]) -> None:
             rows = []
-            for session, result, (t_obs, whens, text) in zip(prepared, results, timings, strict=True):
-                dropped = {d.fact for d in result.dropped}
-                triples = [f.triple if isinstance(f, ExtractedFact) else f for f in session["facts"]]
-                kept = [
-                    (fact, when)
-                    for fact, when in zip(triples, whens, strict=True)
-                    if tuple(part.strip() for part in fact) not in dropped
-                ]
-                for record_id, ((head, relation, tail), when) in zip(result.record_ids, kept, strict=True):
-                    t_happen = when if when is not None else happened_day(tail, text, t_obs)
+            for session, result in written:
+                t_obs = float(int(session.date))
+                for fact, record_id in zip(session.facts, result.fact_ids, strict=True):
+                    if record_id is None:  # dropped by the text check: no times either
+                        continue
+                    t_happen = (
+                        fact.t_happen
+                        if fact.t_happen is not None
+                        else happened_day(fact.object, session.text, t_obs)
+                    )
                     rows.append(
-                        (record_id, head.strip(), relation.strip(), tail.strip(), t_happen, float(t_obs),
-                         result.session_id)
+                        TimedFactRow(record_id, fact.subject, fact.relation, fact.object, t_happen, t_obs,
+                                     session.session_id)
                     )  # fmt: skip
-            self.store.db.insert_temporal_facts(rows)
-            self.store.db.insert_session_dates(
-                (result.session_id, float(t_obs))
-                for result, (t_obs, _, _) in zip(results, timings, strict=True)
-            )
+            db.insert_temporal_facts(rows)
+            db.insert_session_dates((session.session_id, float(int(session.date))) for session, _ in written)
 
-        return self.store.add_sessions(prepared, before_commit=write_times)
+        return self.store.add_sessions(batch, before_commit=write_times)
 
-    def _extract(self, session: Mapping[str, Any], t_obs: int) -> list[ExtractedFact]:
-        where = f"session {session.get('session_id')!r}"
+    def _extract(self, session: Session, t_obs: int) -> list[ExtractedFact]:
+        where = f"session {session.session_id!r}"
         if self.extractor is None:
             raise ValueError(f"{where}: facts=None needs an extractor (TemporalMemory(extractor=...))")
-        if not isinstance(session.get("text"), str) or not session["text"].strip():
+        if not isinstance(session.text, str) or not session.text.strip():
             raise ValueError(f"{where}: facts=None needs the session text to extract from")
-        return extract_facts(self.extractor, session["text"], t_obs, where)
+        return extract_facts(self.extractor, session.text, t_obs, where)
 
     # --- reads ------------------------------------------------------------------------------
     def facts(self) -> list[TemporalFact]:
@@ -394,10 +359,11 @@ class TemporalMemory:
         return relation_speeds(self.speeds, list(relations))
 
     def fit(self, config: FitConfig | None = None) -> dict[str, float]:
-        """Train RoMem on the stored facts (``online_fit.fit_romem``, speeds frozen) and score with
-        it from now on; returns ``{"loss": last epoch's mean, "facts": number trained on}``."""
+        """Train RoMem (or ``config.family``) on the stored facts (``online_fit.fit_model``, no
+        Lightning, speeds frozen) and score with it from now on; returns ``{"loss": last epoch's
+        mean, "facts": number trained on}``."""
         kg = self.knowledge_graph()
-        model, loss = fit_romem(kg, config or FitConfig(), self.relation_speeds(kg.relations))
+        model, loss = fit_model(kg, config or FitConfig(), self.relation_speeds(kg.relations))
         self.use_model(model)
         return {"loss": loss, "facts": float(kg.train.shape[0])}
 

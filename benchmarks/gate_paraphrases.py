@@ -1,0 +1,131 @@
+"""Paraphrase consistency of the Semantic Speed Gate, with and without paraphrase anchors.
+
+For the ICEWS05-15 gate (the packaged gate-icews05-15 setting, Phase 1 on the training split; or
+``--gate FILE``) and the paraphrase files ``rotmem/gate/paraphrases/*.tsv`` (one per relation family):
+
+- ``plain``: the gate's MLP on each text;
+- ``anchored``: ``rotmem.gate.anchors.AnchoredSpeeds`` with the relation strings and the ``train``
+  paraphrases as anchors, ``T`` chosen by leave-one-out on the ``train`` paraphrases only.
+
+Reported for the ``heldout`` phrasings (never anchors; the temporal-QA templates' phrasings among
+them, flagged ``template``) and, leave-one-out, for the ``train`` ones: median and max
+``|alpha(phrasing) - alpha(relation)|``; and Spearman(alpha of each relation string, its mined
+change rate) over relations with >= 1 and >= 20 mined pairs (training split).
+
+    ROTMEM_DATA_DIR=/work/shared/data python -m benchmarks.gate_paraphrases [--gate gate.pt]
+
+Writes ``benchmarks/results/gate_paraphrases_anchored.csv`` (one row per phrasing) and
+``gate_paraphrase_summary.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import shlex
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+from scipy.stats import spearmanr
+
+from benchmarks.temporal_qa.phrasings import PHRASINGS
+from rotmem.data import load_dataset
+from rotmem.gate import SemanticSpeedGate, mine_transitions
+from rotmem.gate.anchors import AnchoredSpeeds, anchors_for, choose_temperature, read_paraphrases
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MIN_PAIRS = 20
+
+
+def pretrained_gate(kg, path: Path) -> SemanticSpeedGate:
+    from benchmarks.temporal_qa.run import pretrain_gate
+
+    pretrain_gate(path)
+    return SemanticSpeedGate.load(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--gate", type=Path, help="a saved gate (default: pretrain gate-icews05-15 into --out)"
+    )
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    command = "python -m benchmarks.gate_paraphrases " + shlex.join(sys.argv[1:] if argv is None else argv)
+    kg = load_dataset("icews05-15", args.data_dir)
+    gate = (
+        SemanticSpeedGate.load(args.gate)
+        if args.gate
+        else pretrained_gate(kg, args.out / "gate_icews05-15.pt")
+    )
+    paraphrases = read_paraphrases()
+    anchors = anchors_for(kg.relations, paraphrases)
+    temperature, loo_max = choose_temperature(gate, anchors, paraphrases)
+    anchored = AnchoredSpeeds(gate, anchors, temperature)
+    templates = {(r, p.base) for r, p in PHRASINGS.items()}
+
+    pairs, rate = mine_transitions(kg.train, kg.num_relations).per_relation()
+    relations = kg.relations
+    with torch.no_grad():
+        plain_rel = dict(zip(relations, gate.alpha(relations).tolist(), strict=True))
+    anchored_rel = dict(zip(relations, anchored.alpha(relations).tolist(), strict=True))
+
+    rows = []
+    for p in paraphrases:
+        with torch.no_grad():
+            plain = float(gate.alpha([p.text])[0])
+        exclude = [p.text] if p.split == "train" else []
+        anch = float(anchored.alpha([p.text], exclude=exclude)[0])
+        rows.append(
+            dict(
+                family=p.family, relation=p.relation, phrasing=p.text, split=p.split,
+                template=(p.relation, p.text) in templates,
+                alpha_relation_plain=round(plain_rel[p.relation], 4), alpha_plain=round(plain, 4),
+                gap_plain=round(abs(plain - plain_rel[p.relation]), 4),
+                alpha_relation_anchored=round(anchored_rel[p.relation], 4), alpha_anchored=round(anch, 4),
+                gap_anchored=round(abs(anch - anchored_rel[p.relation]), 4),
+            )
+        )  # fmt: skip
+
+    def spearman(alpha: dict[str, float], min_pairs: int) -> float:
+        ids = [i for i in range(len(relations)) if pairs[i] >= min_pairs]
+        values = [alpha[relations[i]] for i in ids]
+        return round(float(spearmanr(values, rate[ids].numpy()).statistic), 3)
+
+    summary = []
+    sets = {
+        "heldout": lambda r: r["split"] == "heldout",
+        "heldout templates": lambda r: r["template"],
+        "train (leave-one-out)": lambda r: r["split"] == "train",
+    }
+    for method, alpha_rel in (("plain", plain_rel), ("anchored", anchored_rel)):
+        for name, keep in sets.items():
+            gaps = [r[f"gap_{method}"] for r in rows if keep(r)]
+            summary.append(
+                dict(
+                    method=method, phrasings=name, n=len(gaps),
+                    median_gap=round(statistics.median(gaps), 4), max_gap=round(max(gaps), 4),
+                    spearman_change_rate=spearman(alpha_rel, 1),
+                    **{f"spearman_ge{MIN_PAIRS}": spearman(alpha_rel, MIN_PAIRS)},
+                    temperature=temperature if method == "anchored" else "",
+                    loo_max_gap_by_temperature=str(loo_max) if method == "anchored" else "", command=command,
+                )
+            )  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    for path, table in ((args.out / "gate_paraphrases_anchored.csv", rows),
+                        (args.out / "gate_paraphrase_summary.csv", summary)):  # fmt: skip
+        with open(path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(table[0]))
+            writer.writeheader()
+            writer.writerows(table)
+        print(f"wrote {path}")
+    for s in summary:
+        print(s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,524 @@
+"""MultiTQ-style temporal questions generated from a temporal KG (ICEWS05-15: train + valid + test).
+
+MultiTQ's question file cannot be obtained offline here; its knowledge graph is the full ICEWS05-15
+and its design is public, so the questions are made the same way: templates over the graph's facts,
+gold answers computed over the **whole** graph (every answer that satisfies the constraint, so
+multiple-answer questions are scored right). Types (MultiTQ's six plus one it lacks):
+
+- ``equal``: "Who condemned X in May 2010?" (entity) / "In which month did X visit Y?" (time: every
+  period, at the asked granularity, in which the fact holds);
+- ``before_after``: "Who visited X before Jun 25th, 2006?" (any fact strictly before the span's first
+  day, or after its last day);
+- ``first_last``: "Who was the first to visit X in 2008?" (entity: the facts on the earliest/latest
+  day inside the span) / "When did X first negotiate with Y?" (time: the earliest/latest day ever);
+- ``equal_multi``: "Who visited X in the same month as A praised B?" (the anchor fact's triple holds
+  in exactly one period of that granularity over the whole graph);
+- ``after_first``: "After A, who was the first to visit X?" (A's first such fact is the anchor day;
+  the others' facts on the earliest later day); ``before_last``: the latest earlier day;
+- ``current``: "Who does X negotiate with these days?", asked on a given day (the day after the
+  window): the slot ``(X, relation)``'s latest value(s) as of that day, with an older different
+  value in the window (so recency matters).
+
+Time answers are strings ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD`` (the granularity) and match a fact's
+date by prefix. Time expressions take several surface forms ("in May 2010", "in May of 2010", "on 25
+June 2006", "on June 25, 2006", "before Jun 25th, 2006", "in 2008", "during 2008"); every generated
+expression is checked to resolve, with ``rotmem.memory.time_expressions``, to the span it means (a
+question whose entity names spoil that, e.g. a name holding a year, is not kept).
+
+Questions are drawn from the facts of a window (``window``, e.g. the year 2012) and kept only when
+at least one fact supporting a gold answer lies in the window (a memory that ingested the window can
+answer); gold answers may also come from facts outside it. At most ``MAX_GOLD`` answers per question.
+Only relations of ``phrasings.PHRASINGS`` are asked about. Everything is drawn from
+``random.Random(seed)``: one seed, one question set.
+"""
+
+from __future__ import annotations
+
+import bisect
+import calendar
+import datetime as dt
+import functools
+import random
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from benchmarks.temporal_qa.phrasings import PHRASINGS
+from rotmem.data import date_of, day_of
+from rotmem.memory.time_expressions import extract_time
+
+QUESTION_TYPES = (
+    "equal",
+    "before_after",
+    "first_last",
+    "equal_multi",
+    "after_first",
+    "before_last",
+    "current",
+)
+GRANULARITIES = ("day", "month", "year")
+MAX_GOLD = 10
+SPLITS = {"dev": (1, 0.5), "test": (2, 1.0)}  # seed, scale of COUNTS
+# Questions per (type, answer type) of a full set; ``scale`` multiplies them (test 1.0, dev 0.5).
+COUNTS = {
+    ("equal", "entity"): 300,
+    ("equal", "time"): 200,
+    ("before_after", "entity"): 300,
+    ("first_last", "entity"): 200,
+    ("first_last", "time"): 200,
+    ("equal_multi", "entity"): 250,
+    ("after_first", "entity"): 250,
+    ("before_last", "entity"): 250,
+    ("current", "entity"): 300,
+}
+MONTH_NAMES = [calendar.month_name[m] for m in range(13)]
+MONTH_ABBR = [calendar.month_abbr[m] for m in range(13)]
+
+Fact = tuple[str, str, str, int]  # (head, relation, tail, day)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question. ``head``/``tail``: the fact pattern's named entities (None on the answer side of an
+    entity question); ``answer_side``: the slot of a fact that holds the answer (``head``, ``tail``
+    or ``time``); ``gold``: every correct answer (entity names, or time prefixes at ``granularity``);
+    ``asked_on``: the day the question is asked (``YYYY-MM-DD``)."""
+
+    qid: str
+    qtype: str
+    answer_type: str
+    granularity: str
+    text: str
+    asked_on: str
+    relation: str
+    head: str | None
+    tail: str | None
+    answer_side: str
+    gold: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+PERIOD_LENGTH = {"year": 4, "month": 7, "day": 10}
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def iso(day: int) -> str:
+    """``date_of``, cached: a graph has a few thousand distinct days."""
+    return date_of(day)
+
+
+def period(day: int, granularity: str) -> str:
+    """The ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD`` string of ``day`` at ``granularity``."""
+    return iso(day)[: PERIOD_LENGTH[granularity]]
+
+
+def period_span(day: int, granularity: str) -> tuple[int, int]:
+    """First and last day (inclusive) of the period holding ``day``."""
+    date = dt.date.fromisoformat(date_of(day))
+    if granularity == "day":
+        return day, day
+    if granularity == "month":
+        first = date.replace(day=1)
+        length = calendar.monthrange(date.year, date.month)[1]
+        return day_of(first.isoformat()), day_of(first.isoformat()) + length - 1
+    return day_of(f"{date.year}-01-01"), day_of(f"{date.year}-12-31")
+
+
+def time_phrase(day: int, granularity: str, preposition: str | None, rng: random.Random) -> str:
+    """A surface form of the period of ``day``; ``preposition`` None picks ``in``/``on``/``during``."""
+    d = dt.date.fromisoformat(date_of(day))
+    if granularity == "year":
+        body = str(d.year)
+        prep = preposition or rng.choice(("in", "during"))
+    elif granularity == "month":
+        body = rng.choice(
+            (
+                f"{MONTH_NAMES[d.month]} {d.year}",
+                f"{MONTH_ABBR[d.month]} {d.year}",
+                f"{MONTH_NAMES[d.month]} of {d.year}",
+            )
+        )
+        prep = preposition or "in"
+    else:
+        suffix = "th" if 11 <= d.day <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(d.day % 10, "th")
+        body = rng.choice(
+            (
+                f"{d.day} {MONTH_NAMES[d.month]} {d.year}",
+                f"{MONTH_NAMES[d.month]} {d.day}, {d.year}",
+                f"{MONTH_ABBR[d.month]} {d.day}{suffix}, {d.year}",
+                d.isoformat(),
+            )
+        )
+        prep = preposition or "on"
+    return f"{prep} {body}"
+
+
+class FactIndex:
+    """The graph's facts by slot: ``answers(side, relation, entity)`` is the sorted ``(day, answer)``
+    list of facts ``(answer, relation, entity)`` (side ``head``) or ``(entity, relation, answer)``
+    (side ``tail``); ``days(h, r, t)`` the sorted days of one triple; ``of_entity[e]`` the facts
+    naming ``e``."""
+
+    def __init__(self, facts: Iterable[Fact]):
+        heads: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
+        tails: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)  # (r, h) -> (day, t)
+        triples: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+        of_entity: dict[str, list[Fact]] = defaultdict(list)
+        for h, r, t, d in facts:
+            heads[(r, t)].append((d, h))
+            tails[(r, h)].append((d, t))
+            triples[(h, r, t)].append(d)
+            of_entity[h].append((h, r, t, d))
+            if t != h:
+                of_entity[t].append((h, r, t, d))
+        self._heads = {k: sorted(set(v)) for k, v in heads.items()}
+        self._tails = {k: sorted(set(v)) for k, v in tails.items()}
+        self._days = {k: sorted(set(v)) for k, v in triples.items()}
+        self.of_entity = {e: sorted(v, key=lambda f: f[3]) for e, v in of_entity.items()}
+        self._entity_days = {e: [f[3] for f in v] for e, v in self.of_entity.items()}
+
+    def answers(self, side: str, relation: str, entity: str) -> list[tuple[int, str]]:
+        table = self._heads if side == "head" else self._tails
+        return table.get((relation, entity), [])
+
+    def days(self, head: str, relation: str, tail: str) -> list[int]:
+        return self._days.get((head, relation, tail), [])
+
+    def entity_facts(self, entity: str, start: int, end: int) -> list[Fact]:
+        """The facts naming ``entity`` on days ``start..end``, by day."""
+        days = self._entity_days.get(entity, [])
+        lo, hi = bisect.bisect_left(days, start), bisect.bisect_right(days, end)
+        return self.of_entity[entity][lo:hi]
+
+
+# --- gold answers: ``(day, answer)`` supporting pairs; gold = their answers ------------------------------
+def within(pairs: Sequence[tuple[int, str]], start: int, end: int) -> list[tuple[int, str]]:
+    lo = bisect.bisect_left(pairs, (start, ""))
+    hi = bisect.bisect_left(pairs, (end + 1, ""))
+    return list(pairs[lo:hi])
+
+
+def extreme(pairs: Sequence[tuple[int, str]], last: bool) -> list[tuple[int, str]]:
+    """The pairs on the earliest (or latest) day."""
+    if not pairs:
+        return []
+    day = pairs[-1][0] if last else pairs[0][0]
+    return [p for p in pairs if p[0] == day]
+
+
+def first_days(pairs: Sequence[tuple[int, str]]) -> dict[str, int]:
+    first: dict[str, int] = {}
+    for day, answer in pairs:
+        first.setdefault(answer, day)
+    return first
+
+
+def support_equal(index: FactIndex, side: str, relation: str, entity: str, span: tuple[int, int]):
+    return within(index.answers(side, relation, entity), *span)
+
+
+def support_before_after(index: FactIndex, side: str, relation: str, entity: str, span, after: bool):
+    pairs = index.answers(side, relation, entity)
+    return [p for p in pairs if (p[0] > span[1] if after else p[0] < span[0])]
+
+
+def support_first_last(index: FactIndex, side: str, relation: str, entity: str, span, last: bool):
+    return extreme(within(index.answers(side, relation, entity), *span), last)
+
+
+def support_after_first(index: FactIndex, relation: str, entity: str, anchor: str, after: bool):
+    """Side ``head``: the others' facts on the first day after (or last before) the anchor's first."""
+    pairs = index.answers("head", relation, entity)
+    start = first_days(pairs)[anchor]
+    if after:
+        return extreme([p for p in pairs if p[0] > start and p[1] != anchor], last=False)
+    return extreme([p for p in pairs if p[0] < start and p[1] != anchor], last=True)
+
+
+def support_current(index: FactIndex, relation: str, entity: str, asked: int):
+    return extreme([p for p in index.answers("tail", relation, entity) if p[0] < asked], last=True)
+
+
+def support_time(index: FactIndex, head: str, relation: str, tail: str, which: str):
+    """``(day, day)`` pairs of the triple: all days (``equal``), the first or the last."""
+    days = index.days(head, relation, tail)
+    if which == "first":
+        days = days[:1]
+    elif which == "last":
+        days = days[-1:]
+    return [(d, "") for d in days]
+
+
+# --- the generator ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Draft:
+    """A question before its id: text, pattern, gold and the days supporting the gold."""
+
+    qtype: str
+    answer_type: str
+    granularity: str
+    text: str
+    relation: str
+    head: str | None
+    tail: str | None
+    answer_side: str
+    gold: tuple[str, ...]
+    support_days: tuple[int, ...]
+    span: tuple[int, int] | None  # the span the text's time expression must resolve to
+
+
+def _capital(text: str) -> str:
+    return text[0].upper() + text[1:]
+
+
+class Generator:
+    """Draws questions of each type from the window's facts (module docs)."""
+
+    def __init__(self, facts: Sequence[Fact], window: tuple[int, int], seed: int):
+        self.index = FactIndex(facts)
+        self.window = window
+        self.asked = window[1] + 1
+        self.rng = random.Random(seed)
+        self.pool = sorted(f for f in facts if window[0] <= f[3] <= window[1] and f[1] in PHRASINGS)
+        if not self.pool:
+            raise ValueError(
+                f"no facts of a phrased relation between {date_of(window[0])} and {date_of(window[1])}"
+            )
+        self.builders: dict[tuple[str, str], Callable[[Fact], Draft | None]] = {
+            ("equal", "entity"): self.equal_entity,
+            ("equal", "time"): self.equal_time,
+            ("before_after", "entity"): self.before_after,
+            ("first_last", "entity"): self.first_last_entity,
+            ("first_last", "time"): self.first_last_time,
+            ("equal_multi", "entity"): self.equal_multi,
+            ("after_first", "entity"): lambda f: self.after_first(f, after=True),
+            ("before_last", "entity"): lambda f: self.after_first(f, after=False),
+            ("current", "entity"): self.current,
+        }
+
+    # helpers
+    def _entity_draft(self, qtype, granularity, text, relation, side, entity, support, span) -> Draft | None:
+        gold = tuple(sorted({a for _, a in support}))
+        head, tail = (None, entity) if side == "head" else (entity, None)
+        return Draft(qtype, "entity", granularity, text, relation, head, tail, side, gold,
+                     tuple(sorted({d for d, _ in support})), span)  # fmt: skip
+
+    def _ask(self, side: str, relation: str, entity: str, rest: str) -> str:
+        p = PHRASINGS[relation]
+        return f"Who {p.past} {entity}{rest}?" if side == "head" else f"Who did {entity} {p.base}{rest}?"
+
+    # builders
+    def equal_entity(self, fact: Fact) -> Draft | None:
+        h, r, t, d = fact
+        side = self.rng.choice(("head", "tail"))
+        entity = t if side == "head" else h
+        g = self.rng.choice(GRANULARITIES)
+        span = period_span(d, g)
+        when = time_phrase(d, g, None, self.rng)
+        if self.rng.random() < 0.3:
+            p = PHRASINGS[r]
+            text = (f"{_capital(when)}, who {p.past} {entity}?" if side == "head"
+                    else f"{_capital(when)}, who did {entity} {p.base}?")  # fmt: skip
+        else:
+            text = self._ask(side, r, entity, f" {when}")
+        return self._entity_draft(
+            "equal", g, text, r, side, entity, support_equal(self.index, side, r, entity, span), span
+        )
+
+    def before_after(self, fact: Fact) -> Draft | None:
+        h, r, t, d = fact
+        side = self.rng.choice(("head", "tail"))
+        entity = t if side == "head" else h
+        g = self.rng.choice(GRANULARITIES)
+        after = self.rng.random() < 0.5
+        span = period_span(d, g)
+        when = time_phrase(d, g, "after" if after else "before", self.rng)
+        text = self._ask(side, r, entity, f" {when}")
+        support = support_before_after(self.index, side, r, entity, span, after)
+        return self._entity_draft("before_after", g, text, r, side, entity, support, span)
+
+    def first_last_entity(self, fact: Fact) -> Draft | None:
+        h, r, t, d = fact
+        side = self.rng.choice(("head", "tail"))
+        entity = t if side == "head" else h
+        g = self.rng.choice(("month", "year"))
+        last = self.rng.random() < 0.5
+        span = period_span(d, g)
+        when = time_phrase(d, g, "in", self.rng)
+        p, which = PHRASINGS[r], "last" if last else "first"
+        text = (f"Who was the {which} to {p.base} {entity} {when}?" if side == "head"
+                else f"Who did {entity} {p.base} {which} {when}?")  # fmt: skip
+        support = support_first_last(self.index, side, r, entity, span, last)
+        return self._entity_draft("first_last", g, text, r, side, entity, support, span)
+
+    def _time_draft(self, qtype: str, fact: Fact, which: str) -> Draft | None:
+        h, r, t, _ = fact
+        g = self.rng.choice(GRANULARITIES)
+        lead = {"day": "When", "month": "In which month", "year": "In what year"}[g]
+        adverb = "" if which == "equal" else f" {which}"
+        text = f"{lead} did {h}{adverb} {PHRASINGS[r].base} {t}?"
+        support = support_time(self.index, h, r, t, which)
+        gold = tuple(sorted({period(day, g) for day, _ in support}))
+        return Draft(qtype, "time", g, text, r, h, t, "time", gold, tuple(d for d, _ in support), None)
+
+    def equal_time(self, fact: Fact) -> Draft | None:
+        return self._time_draft("equal", fact, "equal")
+
+    def first_last_time(self, fact: Fact) -> Draft | None:
+        return self._time_draft("first_last", fact, self.rng.choice(("first", "last")))
+
+    def equal_multi(self, fact: Fact) -> Draft | None:
+        h, r, t, d = fact
+        g = self.rng.choice(GRANULARITIES)
+        span = period_span(d, g)
+        candidates = sorted(
+            {
+                f[:3]
+                for f in self.index.entity_facts(t, *span)
+                if f[1] != r and f[1] in PHRASINGS and f[0] != f[2]
+            }
+        )
+        self.rng.shuffle(candidates)
+        # the anchor's triple must hold in this one period only, over the whole graph
+        unique = (c for c in candidates if all(span[0] <= x <= span[1] for x in self.index.days(*c)))
+        anchor = next(unique, None)
+        if anchor is None:
+            return None
+        a_head, a_rel, a_tail = anchor
+        link = {"day": "on the same day as", "month": "in the same month as", "year": "in the same year as"}[
+            g
+        ]
+        text = f"Who {PHRASINGS[r].past} {t} {link} {a_head} {PHRASINGS[a_rel].past} {a_tail}?"
+        support = support_equal(self.index, "head", r, t, span)
+        return self._entity_draft("equal_multi", g, text, r, "head", t, support, None)
+
+    def after_first(self, fact: Fact, after: bool) -> Draft | None:
+        _, r, t, _ = fact
+        firsts = first_days(self.index.answers("head", r, t))
+        candidates = sorted(a for a, day in firsts.items() if self.window[0] <= day <= self.window[1])
+        if not candidates:
+            return None
+        anchor = self.rng.choice(candidates)
+        p = PHRASINGS[r]
+        text = (f"After {anchor}, who was the first to {p.base} {t}?" if after
+                else f"Before {anchor}, who was the last to {p.base} {t}?")  # fmt: skip
+        support = support_after_first(self.index, r, t, anchor, after)
+        qtype = "after_first" if after else "before_last"
+        return self._entity_draft(qtype, "none", text, r, "head", t, support, None)
+
+    def current(self, fact: Fact) -> Draft | None:
+        h, r, _, _ = fact
+        support = support_current(self.index, r, h, self.asked)
+        seen = {a for day, a in self.index.answers("tail", r, h) if self.window[0] <= day < self.asked}
+        if not support or not seen - {a for _, a in support}:
+            return None  # no older, different value in the window: recency would not matter
+        base = PHRASINGS[r].base
+        text = self.rng.choice(
+            (f"Who does {h} {base} these days?", f"These days, who does {h} {base}?",
+             f"Who does {h} {base} now?", f"Nowadays, who does {h} {base}?")
+        )  # fmt: skip
+        return self._entity_draft("current", "none", text, r, "tail", h, support, None)
+
+    # acceptance
+    def acceptable(self, draft: Draft | None) -> bool:
+        if draft is None or not 1 <= len(draft.gold) <= MAX_GOLD:
+            return False
+        if not any(self.window[0] <= d <= self.window[1] for d in draft.support_days):
+            return False
+        found = extract_time(draft.text, self.asked)
+        if draft.span is None:
+            return draft.qtype == "equal_multi" or draft.answer_type == "time" or found is None
+        return found is not None and (found.start, found.end) == draft.span
+
+    def draw(self, qtype: str, answer_type: str, count: int, seen: set[str]) -> list[Draft]:
+        build = self.builders[(qtype, answer_type)]
+        out: list[Draft] = []
+        for _ in range(200 * count):
+            if len(out) == count:
+                break
+            draft = build(self.rng.choice(self.pool))
+            if self.acceptable(draft) and draft.text not in seen:
+                seen.add(draft.text)
+                out.append(draft)
+        return out
+
+
+def generate(
+    facts: Sequence[Fact],
+    window: tuple[int, int],
+    seed: int,
+    scale: float = 1.0,
+    counts: Mapping[tuple[str, str], int] = COUNTS,
+    prefix: str = "q",
+) -> list[Question]:
+    """The question set of ``seed``: ``round(scale * counts[type, answer type])`` questions each
+    (fewer where the graph has no more), in generation order, ids ``{prefix}-00000``..."""
+    gen = Generator(facts, window, seed)
+    seen: set[str] = set()
+    drafts = [
+        d for (qtype, answer), n in counts.items() for d in gen.draw(qtype, answer, round(scale * n), seen)
+    ]
+    asked = date_of(gen.asked)
+    return [
+        Question(
+            f"{prefix}-{i:05d}",
+            d.qtype,
+            d.answer_type,
+            d.granularity,
+            d.text,
+            asked,
+            d.relation,
+            d.head,
+            d.tail,
+            d.answer_side,
+            d.gold,
+        )  # fmt: skip
+        for i, d in enumerate(drafts)
+    ]
+
+
+def counts_table(questions: Sequence[Question]) -> str:
+    """A Markdown table: questions per type x granularity (and answer type)."""
+    columns = (*GRANULARITIES, "none")
+    lines = [
+        "| type | " + " | ".join(columns) + " | entity | time | total |",
+        "| --- |" + " ---: |" * (len(columns) + 3),
+    ]
+    for qtype in (*QUESTION_TYPES, "all"):
+        part = [q for q in questions if qtype in ("all", q.qtype)]
+        cells = [sum(q.granularity == g for q in part) for g in columns]
+        cells += [sum(q.answer_type == a for q in part) for a in ("entity", "time")] + [len(part)]
+        lines.append(f"| {qtype} | " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.temporal_qa.questions --split dev --out dev.jsonl``: write, print counts."""
+    import argparse
+    import json
+
+    from rotmem.data import load_dataset
+
+    parser = argparse.ArgumentParser(description="Write a temporal-QA question set as JSON lines.")
+    parser.add_argument("--split", choices=tuple(SPLITS), default="dev")
+    parser.add_argument("--start", default="2012-01-01")
+    parser.add_argument("--end", default="2012-12-31")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--out", help="a .jsonl file (default: print the counts only)")
+    args = parser.parse_args(argv)
+    kg = load_dataset("icews05-15", args.data_dir)
+    names, relations = kg.entities, kg.relations
+    facts = [(names[h], relations[r], names[t], d) for h, r, t, d in kg.all_facts.tolist()]
+    seed, scale = SPLITS[args.split]
+    questions = generate(facts, (day_of(args.start), day_of(args.end)), seed, scale=scale, prefix=args.split)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(q.to_json()) + "\n" for q in questions)
+    print(counts_table(questions))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""``rotmem serve``: the memory as an HTTP service (``rotmem.server.app``), one namespace per API key.
+
+rotmem serve --keys keys.json --add-key alice        # prints a new key for namespace alice, once
+rotmem serve --store ./memories --keys keys.json     # SQLite: one file per namespace in ./memories
+rotmem serve --store postgresql://user@host/db --keys keys.json --port 8077
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rotmem.commands.memory import ENCODER_HELP
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="the memory as an HTTP service (FastAPI): add, search, history, stats")
+    p.add_argument("--keys", required=True, help="the API key file (JSON of SHA-256 hashes -> namespaces)")
+    p.add_argument("--add-key", metavar="NAMESPACE", help="add a key for NAMESPACE to --keys, print it, exit")
+    p.add_argument("--store", help="a directory (SQLite, one file per namespace) or a postgresql:// DSN")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8077, help="port (default 8077; 0: any free port)")
+    p.add_argument("--encoder", default="minilm", help=ENCODER_HELP)
+    p.add_argument(
+        "--extractor", default=None, metavar="MODULE:NAME", help="a FactExtractor for text-only sessions"
+    )
+    p.add_argument(
+        "--max-body", type=int, default=1 << 20, help="largest request body in bytes (default 1 MiB)"
+    )
+    p.add_argument(
+        "--synchronous",
+        default="FULL",
+        help="SQLite synchronous pragma (FULL: every acknowledged add is durable)",
+    )
+    p.set_defaults(run=run_serve)
+
+
+def load_plugin(spec: str, what: str):
+    """``"package.module:name"`` -> the callable it names (a class is instantiated without arguments)."""
+    import importlib
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"--{what} is named package.module:name, got {spec!r}")
+    try:
+        target = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"cannot load --{what} {spec!r}: {error}") from None
+    plugin = target() if isinstance(target, type) else target
+    if not callable(plugin):
+        raise ValueError(f"--{what} {spec!r} is not callable")
+    return plugin
+
+
+def build_pool(args: argparse.Namespace):
+    """The ``MemoryPool`` of ``--store``, ``--encoder``, ``--extractor`` (shared with ``rotmem mcp``)."""
+    from rotmem.commands.memory import _encoder
+    from rotmem.server.pool import MemoryPool
+
+    if not args.store:
+        raise ValueError("--store is required: a directory (SQLite files) or a postgresql:// DSN")
+    extractor = load_plugin(args.extractor, "extractor") if args.extractor else None
+    options = (
+        {} if args.store.startswith(("postgresql://", "postgres://")) else {"synchronous": args.synchronous}
+    )
+    encoder = _encoder(args.encoder)
+    encoder.encode(["warm up"])  # load the model before the first request (readiness)
+    return MemoryPool(args.store, encoder, extractor, **options)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from rotmem.extras import require
+
+    try:
+        from rotmem.server.keys import KeyRing
+
+        if args.add_key:
+            keys = KeyRing.load(args.keys) if Path(args.keys).exists() else KeyRing()
+            token = keys.add(args.add_key)
+            keys.save(args.keys)
+            print(token)
+            return 0
+        uvicorn = require("uvicorn", "rotmem serve")
+        from rotmem.server.app import create_app
+
+        keys = KeyRing.load(args.keys)
+        pool = build_pool(args)
+    except ValueError as error:
+        print(f"rotmem serve: error: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
+    app = create_app(pool, keys, max_body=args.max_body)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    finally:
+        pool.close()
+    return 0

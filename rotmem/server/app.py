@@ -1,0 +1,270 @@
+"""The HTTP API of ``rotmem serve`` (FastAPI): a tenant's memory behind its API key.
+
+Every ``/v1`` route needs ``Authorization: Bearer <key>``; the key names the namespace, so a key
+reads, searches, counts and deletes its own namespace only (there is no namespace parameter).
+
+- ``POST /v1/sessions``: add a session (facts and/or text, told on ``date``; without facts the
+  configured extractor reads them from the text) -> its index, each fact's record id, dropped facts.
+- ``POST /v1/search``: ``question``, ``k``, ``now`` -> the top-``k`` records by RoMem's time-aware
+  score (``TemporalMemory.retrieve``), the query mode, and the rendered evidence with
+  ``[historical]`` labels. The question is embedded inside the request.
+- ``GET /v1/subjects/{subject}/history?relation=``: every version of a subject, in source order.
+- ``GET /v1/records/{id}``: one record.  ``GET /v1/stats``: the namespace's counts.
+- ``DELETE /v1/namespace``: delete every record of the namespace (the right to be forgotten).
+- ``GET /healthz`` (the process answers), ``GET /readyz`` (the encoder is loaded and the storage
+  answers; 503 with the reason otherwise), ``GET /docs`` (OpenAPI).
+
+Errors are JSON ``{"error": "<one line>"}`` with the messages the CLI prints: 400 bad input, 401 no
+or unknown key, 404 no such record, 409 a session id already stored, 413 a body over the limit,
+422 a body that does not match the schema.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rotmem.extras import require
+
+require("fastapi", "rotmem serve")
+from fastapi import Depends, FastAPI, Request  # noqa: E402
+from fastapi.exceptions import RequestValidationError  # noqa: E402
+from fastapi.responses import JSONResponse  # noqa: E402
+from pydantic import BaseModel, Field  # noqa: E402
+
+from rotmem.data import date_of  # noqa: E402
+from rotmem.memory.records import DuplicateSessionError, ExtractedFact, Record, check_day  # noqa: E402
+from rotmem.memory.render import render  # noqa: E402
+from rotmem.server.keys import KeyRing  # noqa: E402
+from rotmem.server.pool import MemoryPool  # noqa: E402
+
+MAX_BODY_BYTES = 1 << 20  # 1 MiB per request by default
+Day = str | int | float
+
+
+class FactIn(BaseModel):
+    subject: str = Field(min_length=1, max_length=1000)
+    relation: str = Field(min_length=1, max_length=1000)
+    object: str = Field(min_length=1, max_length=1000)
+    t_happen: Day | None = Field(None, description="when it became true: YYYY-MM-DD or days since 1970-01-01")
+    sources: list[str] = Field(default_factory=list, max_length=100)
+
+
+class SessionIn(BaseModel):
+    session_id: str = Field(min_length=1, max_length=200)
+    date: Day = Field(description="the day the session was told: YYYY-MM-DD or days since 1970-01-01")
+    facts: list[FactIn] | None = Field(
+        default_factory=list, max_length=1000, description="null: the server's extractor reads the text"
+    )
+    text: str | None = Field(None, max_length=200_000)
+    session_index: int | None = None
+    summaries: list[str] = Field(default_factory=list, max_length=100)
+    turns: list[str] | None = Field(None, max_length=5000, description="default: the lines of text")
+
+
+class SearchIn(BaseModel):
+    question: str = Field(min_length=1, max_length=2000)
+    k: int = Field(15, ge=1, le=100)
+    now: Day | None = Field(None, description="the day the question is asked (default: the latest session)")
+
+
+class ServiceError(Exception):
+    """An error with an HTTP status and a one-line message."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def record_json(record: Record, t_happen: float | None = None, t_obs: float | None = None) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "subject": record.subject,
+        "relation": record.relation,
+        "object": record.object,
+        "session_id": record.session_id,
+        "session_index": record.session_index,
+        "historical": record.historical,
+        "relation_type": record.relation_type,
+        "sources": list(record.sources),
+        "t_happen": None if t_happen is None else date_of(t_happen),
+        "t_obs": None if t_obs is None else date_of(t_obs),
+    }
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for a request body over ``limit`` bytes (declared or streamed)."""
+
+    def __init__(self, app: Any, limit: int):
+        self.app, self.limit = app, int(limit)
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(send)
+            return
+        seen = 0
+
+        async def limited_receive() -> dict:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise ServiceError(413, f"request body over {self.limit} bytes")
+            return message
+
+        try:
+            await self.app(scope, limited_receive, send)
+        except ServiceError:
+            await self._refuse(send)
+
+    async def _refuse(self, send: Any) -> None:
+        body = json.dumps({"error": f"request body over {self.limit} bytes"}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) -> Any:
+    """The FastAPI application serving ``pool`` to the holders of ``keys`` (module docs)."""
+    app = FastAPI(
+        title="rotmem memory",
+        description="TEM versioned facts with [historical] labels, RoMem time-aware retrieval, per tenant.",
+    )
+
+    @app.exception_handler(ServiceError)
+    async def service_error(_: Request, error: ServiceError) -> JSONResponse:
+        return JSONResponse({"error": one_line(error)}, status_code=error.status)
+
+    @app.exception_handler(DuplicateSessionError)
+    async def duplicate(_: Request, error: DuplicateSessionError) -> JSONResponse:
+        return JSONResponse({"error": one_line(error)}, status_code=409)
+
+    @app.exception_handler(ValueError)
+    async def bad_input(_: Request, error: ValueError) -> JSONResponse:
+        return JSONResponse({"error": one_line(error)}, status_code=400)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_body(_: Request, error: RequestValidationError) -> JSONResponse:
+        first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        return JSONResponse({"error": f"{where}: {first.get('msg')}"}, status_code=422)
+
+    def namespace(request: Request) -> str:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ServiceError(401, "missing API key: send 'Authorization: Bearer <key>'")
+        found = keys.namespace_of(token.strip())
+        if found is None:
+            raise ServiceError(401, "unknown API key")
+        return found
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    def readyz() -> JSONResponse:
+        reason = pool.ready()
+        if reason is not None:
+            return JSONResponse({"status": "not ready", "error": reason}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    @app.post("/v1/sessions")
+    def add_session(body: SessionIn, ns: str = Depends(namespace)) -> dict[str, Any]:
+        facts = (
+            None
+            if body.facts is None
+            else [
+                ExtractedFact(f.subject, f.relation, f.object, f.t_happen, tuple(f.sources))
+                for f in body.facts
+            ]
+        )
+        with pool.use(ns, create=True) as memory:
+            result = memory.add_session(
+                body.session_id,
+                facts,
+                date=body.date,
+                text=body.text,
+                session_index=body.session_index,
+                turns=body.turns,
+                summaries=body.summaries,
+            )
+        return {
+            "session_id": result.session_id,
+            "session_index": result.session_index,
+            "fact_ids": result.fact_ids,
+            "passage_ids": result.passage_ids,
+            "dropped": [{"fact": list(d.fact), "reason": d.reason} for d in result.dropped],
+        }
+
+    @app.post("/v1/search")
+    def search(body: SearchIn, ns: str = Depends(namespace)) -> dict[str, Any]:
+        now = None if body.now is None else check_day(body.now, "search", "now")
+        pool.encoder.prepare([body.question])  # embedded outside the namespace lock, batched
+        with pool.use(ns, create=False) as memory:
+            if memory is None:
+                return {"records": [], "evidence": "", "mode": None}
+            found = memory.retrieve(body.question, k=body.k, now=now)
+            mode = memory.time_query(body.question, now)[0].mode.value if found else None
+            evidence = memory.render(found)
+        records = [{**record_json(r.record, r.t_happen, r.t_obs), "score": r.score} for r in found]
+        return {"records": records, "evidence": evidence, "mode": mode}
+
+    @app.get("/v1/subjects/{subject}/history")
+    def history(subject: str, relation: str | None = None, ns: str = Depends(namespace)) -> dict[str, Any]:
+        with pool.use(ns, create=False) as memory:
+            if memory is None:
+                return {"records": [], "evidence": ""}
+            timed = memory.with_times(memory.store.records(subject, relation))
+        return {
+            "records": [record_json(r.record, r.t_happen, r.t_obs) for r in timed],
+            "evidence": render([r.record for r in timed]),
+        }
+
+    @app.get("/v1/records/{record_id}")
+    def one_record(record_id: int, ns: str = Depends(namespace)) -> dict[str, Any]:
+        with pool.use(ns, create=False) as memory:
+            record = None if memory is None or not 0 <= record_id < 2**63 else memory.store.record(record_id)
+            if record is None:
+                raise ServiceError(404, f"no record {record_id} in this namespace")
+            [timed] = memory.with_times([record])
+        return record_json(record, timed.t_happen, timed.t_obs)
+
+    @app.get("/v1/stats")
+    def stats(ns: str = Depends(namespace)) -> dict[str, Any]:
+        with pool.use(ns, create=False) as memory:
+            if memory is None:
+                return {
+                    "namespace": ns,
+                    "sessions": 0,
+                    "facts": 0,
+                    "historical": 0,
+                    "passages": 0,
+                    "latest": None,
+                }
+            db = memory.store.db
+            latest = memory.latest_observation()
+            return {
+                "namespace": ns,
+                "sessions": db.count("sessions"),
+                "facts": db.count("facts"),
+                "historical": db.count("facts", "WHERE historical = 1"),
+                "passages": db.count("passages"),
+                "latest": None if latest is None else date_of(latest),
+            }
+
+    @app.delete("/v1/namespace")
+    def delete_namespace(ns: str = Depends(namespace)) -> dict[str, Any]:
+        return {"namespace": ns, "deleted": pool.delete(ns)}
+
+    app.add_middleware(BodyLimit, limit=max_body)
+    return app

@@ -1,0 +1,32 @@
+"""``python -m benchmarks.temporal_qa --quick`` on a tiny graph: every memory, every slice, the files."""
+
+from __future__ import annotations
+
+import csv
+
+from benchmarks.temporal_qa.memories import DEPTH
+from benchmarks.temporal_qa.questions import generate
+from benchmarks.temporal_qa.run import MEMORIES, Setup, parse_args, run
+from tests.test_temporal_qa_questions import SMALL, WINDOW, tiny_graph
+
+
+def test_quick_run_on_a_tiny_graph(tmp_path) -> None:
+    facts = tiny_graph()
+    questions = generate(facts, WINDOW, seed=5, counts={key: 3 for key in SMALL})
+    args = parse_args(["--quick", "--out", str(tmp_path), "--name", "t"])
+    summary = run(Setup(facts, WINDOW, questions), args, "python -m benchmarks.temporal_qa --quick")
+    with open(tmp_path / "t.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["memory"] for r in rows} == set(MEMORIES)
+    overall = {r["memory"]: r for r in rows if r["slice"] == "all"}
+    for r in overall.values():
+        assert int(r["questions"]) == len(questions)
+        mrr, h1, h10 = float(r["mrr"]), float(r["hits1"]), float(r["hits10"])
+        assert 0 <= h1 <= mrr <= h10 <= 1 and float(r["latency_p50_ms"]) > 0
+    # the symbolic baseline filters by the stated time: on a graph this small it must find something
+    assert float(overall["symbolic"]["hits10"]) > 0
+    assert {r["value"] for r in rows if r["slice"] == "qtype"} == {q.qtype for q in questions}
+    assert len(summary) == len(rows) and DEPTH == 10
+    text = (tmp_path / "t.md").read_text()
+    assert "python -m benchmarks.temporal_qa --quick" in text and "0.337" in text
+    assert (tmp_path / "t.png").stat().st_size > 0
