@@ -5,6 +5,9 @@
 
 - ``ROTMEM_SKIP_NATIVE=1``: no extension at all (a pure-Python install; ops use the torch backend).
 - ``ROTMEM_FORCE_CUDA=1`` / ``=0``: build the CUDA kernels, or leave them out, whatever is detected.
+- ``TORCH_CUDA_ARCH_LIST``: the GPU architectures to compile for. Unset, torch asks the visible GPUs;
+  with none visible (a build machine, a wheel) it is ``8.0;9.0+PTX`` here: A100, H100/H200, and PTX
+  that newer GPUs compile at load time.
 
 Build against the torch already installed (``pip install --no-build-isolation -e .``): an isolated
 build would compile against a freshly downloaded torch that is not the one you run.
@@ -20,11 +23,21 @@ import sys
 from setuptools import setup
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"  # A100 and H100/H200, PTX for later GPUs
 
 
 def _flag(name: str) -> str | None:
     value = os.environ.get(name, "").strip()
     return value or None
+
+
+def cuda_arch_list(environ: dict[str, str], gpu_visible: bool) -> str | None:
+    """The ``TORCH_CUDA_ARCH_LIST`` to build with: the user's, else None when a GPU is visible
+    (torch compiles for it), else ``DEFAULT_CUDA_ARCHS`` (torch cannot ask a GPU that is not there)."""
+    user = environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
+    if user:
+        return user
+    return None if gpu_visible else DEFAULT_CUDA_ARCHS
 
 
 def native_extensions() -> dict:
@@ -65,6 +78,10 @@ def native_extensions() -> dict:
         sources += [
             os.path.relpath(p, ROOT) for p in sorted(glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.cu")))
         ]
+        arch_list = cuda_arch_list(dict(os.environ), torch.cuda.is_available())
+        if arch_list is not None:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list  # read by torch's BuildExtension
+            print(f"rotmem: compiling the CUDA kernels for TORCH_CUDA_ARCH_LIST={arch_list}")
         macros.append(("WITH_CUDA", None))
         extension = CUDAExtension
         extra["nvcc"] = ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]
@@ -78,4 +95,5 @@ def native_extensions() -> dict:
     return {"ext_modules": [ext], "cmdclass": {"build_ext": BuildExtension}}
 
 
-setup(**native_extensions())
+if __name__ == "__main__":
+    setup(**native_extensions())

@@ -1,6 +1,6 @@
 // The rotmem operator library: schemas of every op (torch.ops.rotmem.*) and the Python module
 // rotmem._C that loads them. Kernels register themselves per device in csrc/cpu and csrc/cuda;
-// autograd formulas and fake (meta) implementations live in rotmem/ops/native.py.
+// autograd formulas and fake (meta) implementations live beside each op in rotmem/ops/native/.
 #include <Python.h>
 #include <torch/library.h>
 

@@ -2,9 +2,9 @@
 CPU under every instruction set the machine can execute (the ``cpu_isa`` fixture: AVX-512, AVX2,
 baseline SSE2), and on CUDA when the extension was built with CUDA and a GPU is present.
 
-Accuracy rule (``check``): against a float64 truth computed from the same (rounded) inputs, the
-native op's error is at most ``2 * ref_err + noise + FLOOR * max|truth|``. Each term covers one part
-of the native op's arithmetic:
+Accuracy rule (``check``, with the bound of ``tests/accuracy.py`` that the Triton tests share): against
+a float64 truth computed from the same (rounded) inputs, the native op's error is at most
+``2 * ref_err + noise + FLOOR * max|truth|``. Each term covers one part of the native op's arithmetic:
 
 - ``ref_err``, the eager reference's own error in the same dtype on this machine, holds the
   rounding both sides share and that varies between machines: the float32 matrix products (logits
@@ -32,6 +32,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from accuracy import NOISE, assert_accurate  # tests/accuracy.py: the bound, shared with Triton's tests
 
 from rotmem.ops import ce_tiles, native, reference
 
@@ -40,8 +41,6 @@ pytestmark = pytest.mark.skipif(not native.is_available("cpu"), reason=native.un
 EVERY_CPU_ISA = pytest.mark.usefixtures("cpu_isa")
 DEVICES = ["cpu"] + (["cuda"] if native.is_available("cuda") else [])
 DTYPES = [torch.float32, torch.bfloat16]
-FLOOR = {torch.float32: 1e-6, torch.bfloat16: 1e-3}  # relative to max|truth|: see the module docstring
-NOISE = 4 * torch.finfo(torch.float32).eps  # relative input perturbation for the conditioning term
 
 
 def truth_cross_entropy(q, entity, target, reduction="mean"):
@@ -92,15 +91,8 @@ def check(native_fn, reference_fn, truth_fn, inputs, wrt, dtype, exact=(), name=
     for label, o, r, t, m in zip(
         labels, [out, *grads], [ref, *ref_grads], [truth, *truth_grads], [moved, *moved_grads], strict=True
     ):
-        assert o.shape == t.shape, f"{name} {label}: shape {tuple(o.shape)} != {tuple(t.shape)}"
-        if t.numel() == 0:
-            continue
-        o, r, t, m = o.detach().double(), r.detach().double(), t.detach().double(), m.detach().double()
-        err, ref_err = (o - t).abs().max().item(), (r - t).abs().max().item()
-        bound = 2 * ref_err + (m - t).abs().max().item() + FLOOR[dtype] * t.abs().max().item()
-        assert err <= bound, (
-            f"{name} {label} {dtype}: error {err:.3g} > {bound:.3g} (reference's {ref_err:.3g})"
-        )
+        noise = (m.detach().double() - t.detach().double()).abs().max().item() if t.numel() else 0.0
+        assert_accurate(f"{name} {label}", o, r, t, dtype, noise)
 
 
 def randn(*shape, device="cpu", scale=1.0, seed=0):

@@ -5,11 +5,11 @@ before the backend is imported) on small, odd shapes and the issue's cheaper one
 n = 83, N = 10,488 for one row); on a CUDA machine they run compiled on all of the issue's shapes,
 and the ``gpu``-marked test adds a table past 2**31 elements.
 
-Accuracy rule (flash-attention's): against a float64 truth computed by the reference from the
-same inputs, a kernel's error is at most 2x the eager reference's own error in the same dtype,
-plus the float32 noise floor: how far the truth itself moves when the inputs move by a few float32
-ulps (a sum of many cancelling terms, or a sine of a 1000-radian angle, amplifies rounding, and
-then which of two float32 codes is closer to the truth is luck).
+Accuracy rule: ``tests/accuracy.py`` (flash-attention's, shared with the native backend's tests):
+against a float64 truth computed by the reference from the same inputs, a kernel's error is at
+most 2x the eager reference's own error in the same dtype, plus the float32 noise floor (how far
+the truth itself moves when the inputs move by a few float32 ulps) and a floor for the kernel's
+own elementwise arithmetic.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("triton")
 
+from accuracy import NOISE, assert_accurate  # noqa: E402  (tests/accuracy.py: the shared bound)
+
 from rotmem.ops import ce_tiles, reference  # noqa: E402
 from rotmem.ops.backend import _load, available  # noqa: E402
 
@@ -34,8 +36,6 @@ pytestmark = pytest.mark.skipif(
     reason=f"Triton cannot run on {DEVICE} here (on the CPU it needs TRITON_INTERPRET=1 before import)",
 )
 T = _load("triton")
-FLOOR = {torch.float32: 1e-6, torch.bfloat16: 1e-3}  # relative to max|truth|
-NOISE = 4 * torch.finfo(torch.float32).eps  # relative input perturbation for the noise floor
 DTYPES = [torch.float32, torch.bfloat16]
 GPU = DEVICE == "cuda"
 # (rows, complex dims): tiny and odd, and the issue's shapes; under the interpreter only those
@@ -48,17 +48,6 @@ CE_SHAPES = [(1, 1, 2), (13, 70, 18), (16, 37, 66), (1, 10488, 166)] + ([(999, 1
 def make(*shape, dtype=torch.float32, scale=1.0, grad=True):
     t = (torch.randn(*shape, dtype=torch.float64) * scale).to(device=DEVICE, dtype=dtype)
     return t.requires_grad_(grad)
-
-
-def assert_accurate(name, out, ref, truth, dtype, noise):
-    """``|out - truth| <= 2 |ref - truth| + noise + FLOOR * max|truth|`` (max over elements)."""
-    assert out.shape == truth.shape, f"{name}: shape {tuple(out.shape)} != {tuple(truth.shape)}"
-    if truth.numel() == 0:
-        return
-    out, ref, truth = out.detach().double(), ref.detach().double(), truth.detach().double()
-    err, ref_err = (out - truth).abs().max().item(), (ref - truth).abs().max().item()
-    bound = 2 * ref_err + noise + FLOOR[dtype] * truth.abs().max().item()
-    assert err <= bound, f"{name}: error {err:.3g} > {bound:.3g} (reference's own error {ref_err:.3g})"
 
 
 def truth_and_grads(reference_fn, inputs, wrt, grad_out=None, scale=None):

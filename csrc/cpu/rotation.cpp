@@ -275,20 +275,21 @@ at::Tensor unrotated_query_indexed_cpu(const at::Tensor& entity, const at::Tenso
 }
 
 // table[idx[b]] += rows[b], serially: deterministic and race-free; B * 2n adds is cheap next to the step.
-template <typename scalar_t>
+// Both in the accumulation dtype: a bfloat16 table's gradient is summed in float and rounded once.
+template <typename acc_t>
 void scatter_add_rows(at::Tensor& table, const int64_t* idx, const at::Tensor& rows) {
   const int64_t width = rows.size(1);
-  scalar_t* tp = table.mutable_data_ptr<scalar_t>();
-  const scalar_t* rp = rows.const_data_ptr<scalar_t>();
+  acc_t* tp = table.mutable_data_ptr<acc_t>();
+  const acc_t* rp = rows.const_data_ptr<acc_t>();
   for (int64_t b = 0; b < rows.size(0); ++b) {
-    scalar_t* dst = tp + idx[b] * width;
-    const scalar_t* src = rp + b * width;
+    acc_t* dst = tp + idx[b] * width;
+    const acc_t* src = rp + b * width;
     for (int64_t k = 0; k < width; ++k) dst[k] += src[k];
   }
 }
 
 // Gradients for (the gathered entity rows [B, 2n], w_table, w_hat_table, tau, alpha, log_s,
-// log_base). Row gradients are computed in parallel into [B, 2n] buffers; the relation rows are
+// log_base). Row gradients are computed in parallel into [B, 2n] float (double) buffers; the relation rows are
 // scattered into zero tables of the relation tables' shape ([R, 2n], small), the entity rows are
 // returned as they are (rotmem/ops/table_grad.py makes the table's gradient): no [N, 2n] tensor.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
@@ -304,15 +305,17 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
               batch, ", ", 2 * n, "], got ", grad_in.sizes());
   const at::Tensor grad = grad_in.to(entity.scalar_type()).contiguous();
   const bool chronor = in.w_hat_table.defined();
-  at::Tensor d_h = at::empty({batch, 2 * n}, entity.options());
-  at::Tensor d_w = at::empty_like(d_h);
-  at::Tensor d_v = chronor ? at::empty_like(d_h) : at::Tensor();
   const auto acc = entity.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  // Every row gradient, and the relation tables' sums, in the accumulation dtype: a bfloat16
+  // table's gradient is summed in float and rounded once (the entity rows by table_gradient).
+  at::Tensor d_h = at::empty({batch, 2 * n}, entity.options().dtype(acc));
+  at::Tensor d_w = at::empty_like(d_h);
+  at::Tensor d_v = chronor ? at::empty_like(d_w) : at::Tensor();
   // Per row: S1 = sum_j dtheta_j omega_j (= dL/dspeed) and S2 = sum_j dtheta_j omega_j j.
   at::Tensor s1 = at::empty({batch}, entity.options().dtype(acc));
   at::Tensor s2 = at::empty({batch}, entity.options().dtype(acc));
-  at::Tensor grad_w = at::zeros_like(in.w_table);
-  at::Tensor grad_v = chronor ? at::zeros_like(in.w_hat_table) : entity.new_empty({0});
+  at::Tensor grad_w = at::zeros(in.w_table.sizes(), d_w.options());
+  at::Tensor grad_v = chronor ? at::zeros(in.w_hat_table.sizes(), d_w.options()) : d_w.new_empty({0});
   at::Tensor grad_tau = at::empty({batch}, tau.options());
   at::Tensor grad_alpha = at::empty({batch}, alpha.options());
   double grad_log_s = 0.0, grad_log_base = 0.0;
@@ -327,9 +330,9 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
     const scalar_t* vp = chronor ? in.w_hat_table.const_data_ptr<scalar_t>() : nullptr;
     const int64_t* eidx = in.ent_idx.const_data_ptr<int64_t>();
     const int64_t* ridx = in.rel_idx.const_data_ptr<int64_t>();
-    scalar_t* dhp = d_h.mutable_data_ptr<scalar_t>();
-    scalar_t* dwp = d_w.mutable_data_ptr<scalar_t>();
-    scalar_t* dvp = chronor ? d_v.mutable_data_ptr<scalar_t>() : nullptr;
+    acc_t* dhp = d_h.mutable_data_ptr<acc_t>();
+    acc_t* dwp = d_w.mutable_data_ptr<acc_t>();
+    acc_t* dvp = chronor ? d_v.mutable_data_ptr<acc_t>() : nullptr;
     acc_t* s1p = s1.mutable_data_ptr<acc_t>();
     acc_t* s2p = s2.mutable_data_ptr<acc_t>();
     at::parallel_for(0, batch, row_grain(n), [&](int64_t b0, int64_t b1) {
@@ -339,9 +342,9 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
         const scalar_t* h = ep + eidx[b] * 2 * n;
         const scalar_t* w = wp + ridx[b] * 2 * n;
         const scalar_t* v = vp ? vp + ridx[b] * 2 * n : nullptr;
-        scalar_t* dh = dhp + b * 2 * n;
-        scalar_t* dw = dwp + b * 2 * n;
-        scalar_t* dv = dvp ? dvp + b * 2 * n : nullptr;
+        acc_t* dh = dhp + b * 2 * n;
+        acc_t* dw = dwp + b * 2 * n;
+        acc_t* dv = dvp ? dvp + b * 2 * n : nullptr;
         acc_t* dt = dtheta.data();
         for_each_pair_scaled<acc_t>(speeds(b), omega.data(), n, [&](int64_t j, acc_t c, acc_t s) {
           const acc_t w_re = w[j], w_im = w[n + j];
@@ -367,8 +370,8 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
         s2p[b] = sum2;
       }
     });
-    scatter_add_rows<scalar_t>(grad_w, ridx, d_w);
-    if (chronor) scatter_add_rows<scalar_t>(grad_v, ridx, d_v);
+    scatter_add_rows<acc_t>(grad_w, ridx, d_w);
+    if (chronor) scatter_add_rows<acc_t>(grad_v, ridx, d_v);
 
     const acc_t s = speeds.s;
     const acc_t* taup = in.tau.const_data_ptr<acc_t>();
@@ -389,8 +392,8 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
   if (in.log_s.item<double>() < kLogSMin) grad_log_s = 0.0;
   if (in.log_base.item<double>() < kLogBaseMin) grad_log_base = 0.0;
   return {d_h,
-          grad_w,
-          grad_v,
+          grad_w.to(entity.scalar_type()),
+          grad_v.to(entity.scalar_type()),
           grad_tau,
           grad_alpha,
           at::full_like(log_s, grad_log_s),

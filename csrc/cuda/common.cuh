@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 
 namespace rotmem::cuda {
 
@@ -24,6 +26,26 @@ inline int threads_for_row(int64_t width) {
 }
 
 inline cudaStream_t stream() { return c10::cuda::getCurrentCUDAStream(); }
+
+// The CUDA device of an op's inputs, for its device guard: the dispatcher picks the CUDA kernel
+// when any input is a CUDA tensor, so a CPU tensor among them is named here, with the op, before
+// the guard or a kernel touches it (undefined tensors, absent optionals, are skipped).
+inline c10::Device device_of(const char* op, std::initializer_list<std::pair<const char*, const at::Tensor*>> inputs) {
+  const std::pair<const char*, const at::Tensor*>* first = nullptr;
+  for (const auto& input : inputs) {
+    if (input.second == nullptr || !input.second->defined()) continue;
+    if (first == nullptr && input.second->is_cuda()) first = &input;
+  }
+  TORCH_CHECK(first != nullptr, op, ": no input is a CUDA tensor");
+  const c10::Device device = first->second->device();
+  for (const auto& [name, tensor] : inputs) {
+    if (tensor == nullptr || !tensor->defined()) continue;
+    TORCH_CHECK(tensor->device() == device, op, ": ", name, " is on ", tensor->device(), " but ", first->first,
+                " is on ", device, "; every input must be on one CUDA device (move it there with .to(", device,
+                "))");
+  }
+  return device;
+}
 
 __device__ __forceinline__ void sin_cos(float t, float& s, float& c) { sincosf(t, &s, &c); }
 __device__ __forceinline__ void sin_cos(double t, double& s, double& c) { sincos(t, &s, &c); }

@@ -138,7 +138,8 @@ TileKernels cuda_kernels(const at::Tensor& q) { return tile_kernels_for<KernelsO
 std::tuple<at::Tensor, at::Tensor> cross_entropy_all_cuda(const at::Tensor& q, const at::Tensor& entity,
                                                           const at::Tensor& target, c10::string_view reduction,
                                                           int64_t block_rows, int64_t block_cols) {
-  const c10::cuda::CUDAGuard guard(q.device());
+  const c10::cuda::CUDAGuard guard(
+      cuda::device_of("rotmem::cross_entropy_all", {{"q", &q}, {"entity", &entity}, {"target", &target}}));
   return cross_entropy_all_impl(q, entity, target, std::string(reduction), block_rows, block_cols, cuda_kernels(q));
 }
 
@@ -147,7 +148,9 @@ std::tuple<at::Tensor, at::Tensor> cross_entropy_all_backward_cuda(const at::Ten
                                                                    const at::Tensor& lse, c10::string_view reduction,
                                                                    int64_t block_rows, int64_t block_cols,
                                                                    bool need_q, bool need_entity) {
-  const c10::cuda::CUDAGuard guard(q.device());
+  const c10::cuda::CUDAGuard guard(cuda::device_of(
+      "rotmem::cross_entropy_all_backward",
+      {{"grad", &grad}, {"q", &q}, {"entity", &entity}, {"target", &target}, {"lse", &lse}}));
   return cross_entropy_all_backward_impl(grad, q, entity, target, lse, std::string(reduction), block_rows, block_cols,
                                          need_q, need_entity, cuda_kernels(q));
 }
@@ -155,7 +158,8 @@ std::tuple<at::Tensor, at::Tensor> cross_entropy_all_backward_cuda(const at::Ten
 std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy_all_train_cuda(
     const at::Tensor& q, const at::Tensor& entity, const at::Tensor& target, c10::string_view reduction,
     int64_t block_rows, int64_t block_cols, bool need_q, bool need_entity) {
-  const c10::cuda::CUDAGuard guard(q.device());
+  const c10::cuda::CUDAGuard guard(
+      cuda::device_of("rotmem::cross_entropy_all_train", {{"q", &q}, {"entity", &entity}, {"target", &target}}));
   return cross_entropy_all_train_impl(q, entity, target, std::string(reduction), block_rows, block_cols, need_q,
                                       need_entity, cuda_kernels(q));
 }

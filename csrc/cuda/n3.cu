@@ -60,8 +60,8 @@ int64_t n3_items(const at::Tensor& x, N3Kind kind) {
 }
 
 at::Tensor n3_cuda(const at::Tensor& x_in, c10::string_view kind_name) {
+  const c10::cuda::CUDAGuard guard(cuda::device_of("rotmem::n3", {{"x", &x_in}}));
   const N3Kind kind = parse_n3_kind(std::string(kind_name), x_in);
-  const c10::cuda::CUDAGuard guard(x_in.device());
   const at::Tensor x = x_in.contiguous();
   const auto acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   const unsigned int blocks = std::min<unsigned int>(cuda::grid_for(n3_items(x, kind)), 1024);
@@ -78,9 +78,10 @@ at::Tensor n3_cuda(const at::Tensor& x_in, c10::string_view kind_name) {
 }
 
 at::Tensor n3_backward_cuda(const at::Tensor& grad, const at::Tensor& x_in, c10::string_view kind_name) {
+  // (grad, a scalar, may come from any device: it is copied to x's)
+  const c10::cuda::CUDAGuard guard(cuda::device_of("rotmem::n3_backward", {{"x", &x_in}}));
   const N3Kind kind = parse_n3_kind(std::string(kind_name), x_in);
   TORCH_CHECK(grad.numel() == 1, "rotmem::n3_backward: grad must be a scalar, got ", grad.sizes());
-  const c10::cuda::CUDAGuard guard(x_in.device());
   const at::Tensor x = x_in.contiguous();
   at::Tensor out = at::empty_like(x);
   if (n3_items(x, kind) == 0) return out;

@@ -1,6 +1,7 @@
 // CUDA tile kernels of the filtered rank counts (the loop and the cuBLAS products through ATen are
 // csrc/rank_counts_driver.h). The count kernel runs one block per tile row: threads stride over the
-// row's scores, then over the row's filtered ids, and block sums finish the counts.
+// row's scores, then over the row's filtered ids that fall in the tile (a binary search finds them,
+// as in the CPU kernel), and block sums finish the counts.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <torch/library.h>
@@ -22,6 +23,21 @@ __global__ void pick_target_kernel(const scalar_t* __restrict__ tile, int64_t ro
   if (i >= rows) return;
   const int64_t k = target[r0 + i] - c0;
   if (k >= 0 && k < cols) score[r0 + i] = static_cast<acc_t>(tile[i * cols + k]);
+}
+
+// The first position in sorted ids[0, len) whose id is >= value (len when none is).
+__device__ __forceinline__ int64_t lower_bound(const int64_t* __restrict__ ids, int64_t len, int64_t value) {
+  int64_t low = 0;
+  while (len > 0) {
+    const int64_t half = len / 2;
+    if (ids[low + half] < value) {
+      low += half + 1;
+      len -= half + 1;
+    } else {
+      len = half;
+    }
+  }
+  return low;
 }
 
 template <typename scalar_t, typename acc_t>
@@ -53,10 +69,16 @@ __global__ void count_kernel(const scalar_t* __restrict__ tile, int64_t cols, in
   bad = cuda::block_sum(bad, shared);
   for (int64_t f = 0; f < filters; ++f) {
     long long drop_h = 0, drop_e = 0;
-    const int64_t end = filter_ptr[f * stride + r + 1];
-    for (int64_t j = filter_ptr[f * stride + r] + threadIdx.x; j < end; j += blockDim.x) {
-      const int64_t k = filter_idx[j] - c0;
-      if (k < 0 || k >= cols || k == t) continue;
+    // The row's ids are sorted: those inside [c0, c0 + cols) are one run, found by binary search
+    // (every thread searches: the same few addresses, served by the cache) instead of a rescan
+    // of the whole row for every entity chunk.
+    const int64_t* row_ids = filter_idx + filter_ptr[f * stride + r];
+    const int64_t row_len = filter_ptr[f * stride + r + 1] - filter_ptr[f * stride + r];
+    const int64_t first = lower_bound(row_ids, row_len, c0);
+    const int64_t end = first + lower_bound(row_ids + first, row_len - first, c0 + cols);
+    for (int64_t j = first + threadIdx.x; j < end; j += blockDim.x) {
+      const int64_t k = row_ids[j] - c0;
+      if (k == t) continue;  // the target, removed above
       const acc_t v = static_cast<acc_t>(x[k]);
       drop_h += v > s;
       drop_e += v == s;
@@ -108,14 +130,21 @@ std::tuple<at::Tensor, at::Tensor> filtered_rank_counts_cuda(const at::Tensor& q
                                                              const at::Tensor& filter_ptr, const at::Tensor& filter_idx,
                                                              int64_t entity_offset, int64_t block_rows,
                                                              int64_t block_cols) {
-  const c10::cuda::CUDAGuard guard(q.device());
+  const c10::cuda::CUDAGuard guard(cuda::device_of("rotmem::filtered_rank_counts",
+                                                   {{"q", &q},
+                                                    {"entity", &entity},
+                                                    {"target", &target},
+                                                    {"target_score", target_score ? &*target_score : nullptr},
+                                                    {"filter_ptr", &filter_ptr},
+                                                    {"filter_idx", &filter_idx}}));
   return filtered_rank_counts_impl(q, entity, target, target_score, filter_ptr, filter_idx, entity_offset, block_rows,
                                    block_cols, rank_kernels_for<KernelsOf>(q));
 }
 
 at::Tensor target_scores_cuda(const at::Tensor& q, const at::Tensor& entity, const at::Tensor& target,
                               int64_t entity_offset, int64_t block_rows, int64_t block_cols) {
-  const c10::cuda::CUDAGuard guard(q.device());
+  const c10::cuda::CUDAGuard guard(
+      cuda::device_of("rotmem::target_scores", {{"q", &q}, {"entity", &entity}, {"target", &target}}));
   return target_scores_impl(q, entity, target, entity_offset, block_rows, block_cols, rank_kernels_for<KernelsOf>(q));
 }
 

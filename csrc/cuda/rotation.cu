@@ -1,7 +1,8 @@
 // CUDA kernels of the rotation ops: rotate, unrotated_query and the fused, indexed query.
 // One thread per complex pair (grid-stride); sines and cosines in float (double for double).
 // The indexed query computes theta = alpha * s * (tau - tau0) * omega_j in registers, and its
-// backward adds the row gradients straight into the tables with atomics (no [B, 2n] buffer).
+// backward adds the relation rows' gradients straight into float (double) copies of the tables
+// with atomics (no [B, 2n] buffer), rounded to the tables' dtype once.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/Atomic.cuh>
@@ -153,8 +154,8 @@ template <typename scalar_t, typename acc_t>
 __global__ void indexed_query_backward_kernel(const scalar_t* __restrict__ grad, const scalar_t* __restrict__ entity,
                                               const scalar_t* __restrict__ w, const scalar_t* __restrict__ w_hat,
                                               const int64_t* __restrict__ ent_idx, const int64_t* __restrict__ rel_idx,
-                                              Angle<acc_t> angle, scalar_t* __restrict__ grad_entity_rows,
-                                              scalar_t* __restrict__ grad_w, scalar_t* __restrict__ grad_w_hat,
+                                              Angle<acc_t> angle, acc_t* __restrict__ grad_entity_rows,
+                                              acc_t* __restrict__ grad_w, acc_t* __restrict__ grad_w_hat,
                                               acc_t* __restrict__ s1, acc_t* __restrict__ s2) {
   __shared__ acc_t shared[32];
   const int64_t n = angle.n, b = blockIdx.x, g0 = b * 2 * n;
@@ -170,13 +171,13 @@ __global__ void indexed_query_backward_kernel(const scalar_t* __restrict__ grad,
     const acc_t v_re = w_hat ? acc_t(w_hat[r0 + j]) : acc_t(1), v_im = w_hat ? acc_t(w_hat[r0 + n + j]) : acc_t(1);
     const QueryPairGrad<acc_t> d = query_pair_backward<acc_t>(grad[g0 + j], grad[g0 + n + j], entity[h0 + j],
                                                               entity[h0 + n + j], w_re * v_re, w_im * v_im, c, s);
-    grad_entity_rows[g0 + j] = static_cast<scalar_t>(d.h_re);
-    grad_entity_rows[g0 + n + j] = static_cast<scalar_t>(d.h_im);
-    gpuAtomicAdd(grad_w + r0 + j, static_cast<scalar_t>(d.rho_re * v_re));
-    gpuAtomicAdd(grad_w + r0 + n + j, static_cast<scalar_t>(d.rho_im * v_im));
+    grad_entity_rows[g0 + j] = d.h_re;
+    grad_entity_rows[g0 + n + j] = d.h_im;
+    gpuAtomicAdd(grad_w + r0 + j, d.rho_re * v_re);  // summed in acc_t, rounded to scalar_t once
+    gpuAtomicAdd(grad_w + r0 + n + j, d.rho_im * v_im);
     if (grad_w_hat) {
-      gpuAtomicAdd(grad_w_hat + r0 + j, static_cast<scalar_t>(d.rho_re * w_re));
-      gpuAtomicAdd(grad_w_hat + r0 + n + j, static_cast<scalar_t>(d.rho_im * w_im));
+      gpuAtomicAdd(grad_w_hat + r0 + j, d.rho_re * w_re);
+      gpuAtomicAdd(grad_w_hat + r0 + n + j, d.rho_im * w_im);
     }
     const acc_t t = d.theta * omega;
     sum1 += t;
@@ -202,8 +203,8 @@ scalar_t* maybe_mut(at::Tensor& t) {
 
 // ---------------------------------------------------------------------------------------------
 at::Tensor rotate_cuda(const at::Tensor& x_in, const at::Tensor& theta_in) {
+  const c10::cuda::CUDAGuard guard(cuda::device_of("rotmem::rotate", {{"x", &x_in}, {"theta", &theta_in}}));
   check_rows("rotmem::rotate", x_in, theta_in, "x");
-  const c10::cuda::CUDAGuard guard(x_in.device());
   const at::Tensor x = x_in.contiguous(), theta = theta_in.contiguous();
   const int64_t rows = theta.size(0), n = theta.size(1);
   at::Tensor y = at::empty_like(x);
@@ -218,9 +219,10 @@ at::Tensor rotate_cuda(const at::Tensor& x_in, const at::Tensor& theta_in) {
 
 std::tuple<at::Tensor, at::Tensor> rotate_backward_cuda(const at::Tensor& grad_in, const at::Tensor& x_in,
                                                          const at::Tensor& theta_in) {
+  const c10::cuda::CUDAGuard guard(
+      cuda::device_of("rotmem::rotate_backward", {{"grad", &grad_in}, {"x", &x_in}, {"theta", &theta_in}}));
   check_rows("rotmem::rotate_backward", x_in, theta_in, "x");
   check_same("rotmem::rotate_backward", x_in, "x", grad_in, "grad");
-  const c10::cuda::CUDAGuard guard(x_in.device());
   const at::Tensor grad = grad_in.contiguous(), x = x_in.contiguous(), theta = theta_in.contiguous();
   const int64_t rows = theta.size(0), n = theta.size(1);
   at::Tensor grad_x = at::empty_like(x), grad_theta = at::empty_like(theta);
@@ -237,10 +239,11 @@ std::tuple<at::Tensor, at::Tensor> rotate_backward_cuda(const at::Tensor& grad_i
 at::Tensor unrotated_query_cuda(const at::Tensor& h_in, const at::Tensor& w_in,
                                 const std::optional<at::Tensor>& w_hat_in, const at::Tensor& theta_in) {
   const char* op = "rotmem::unrotated_query";
+  const c10::cuda::CUDAGuard guard(cuda::device_of(
+      op, {{"h", &h_in}, {"w", &w_in}, {"w_hat", w_hat_in ? &*w_hat_in : nullptr}, {"theta", &theta_in}}));
   check_rows(op, h_in, theta_in, "h");
   check_same(op, h_in, "h", w_in, "w");
   if (w_hat_in) check_same(op, h_in, "h", *w_hat_in, "w_hat");
-  const c10::cuda::CUDAGuard guard(h_in.device());
   const at::Tensor h = h_in.contiguous(), w = w_in.contiguous(), theta = theta_in.contiguous();
   const at::Tensor w_hat = w_hat_in ? w_hat_in->contiguous() : at::Tensor();
   const int64_t rows = theta.size(0), n = theta.size(1);
@@ -259,11 +262,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> unrotated_query_backw
     const at::Tensor& grad_in, const at::Tensor& h_in, const at::Tensor& w_in, const std::optional<at::Tensor>& w_hat_in,
     const at::Tensor& theta_in) {
   const char* op = "rotmem::unrotated_query_backward";
+  const c10::cuda::CUDAGuard guard(cuda::device_of(op, {{"grad", &grad_in},
+                                                        {"h", &h_in},
+                                                        {"w", &w_in},
+                                                        {"w_hat", w_hat_in ? &*w_hat_in : nullptr},
+                                                        {"theta", &theta_in}}));
   check_rows(op, h_in, theta_in, "h");
   check_same(op, h_in, "h", w_in, "w");
   check_same(op, h_in, "h", grad_in, "grad");
   if (w_hat_in) check_same(op, h_in, "h", *w_hat_in, "w_hat");
-  const c10::cuda::CUDAGuard guard(h_in.device());
   const at::Tensor grad = grad_in.contiguous(), h = h_in.contiguous(), w = w_in.contiguous();
   const at::Tensor theta = theta_in.contiguous();
   const at::Tensor w_hat = w_hat_in ? w_hat_in->contiguous() : at::Tensor();
@@ -282,6 +289,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> unrotated_query_backw
   return {grad_h, grad_w, grad_w_hat, grad_theta};
 }
 
+// The device of the indexed query's inputs (``grad`` too in the backward), every one checked.
+c10::Device indexed_device(const char* op, const at::Tensor* grad, const at::Tensor& entity, const at::Tensor& w_table,
+                           const std::optional<at::Tensor>& w_hat_table, const at::Tensor& ent_idx,
+                           const at::Tensor& rel_idx, const at::Tensor& tau, const at::Tensor& alpha,
+                           const at::Tensor& log_s, const at::Tensor& log_base) {
+  return cuda::device_of(op, {{"grad", grad},
+                              {"entity", &entity},
+                              {"w_table", &w_table},
+                              {"w_hat_table", w_hat_table ? &*w_hat_table : nullptr},
+                              {"ent_idx", &ent_idx},
+                              {"rel_idx", &rel_idx},
+                              {"tau", &tau},
+                              {"alpha", &alpha},
+                              {"log_s", &log_s},
+                              {"log_base", &log_base}});
+}
+
 template <typename acc_t>
 Angle<acc_t> make_angle(const IndexedInputs& in) {
   return {in.tau.const_data_ptr<acc_t>(),   in.alpha.const_data_ptr<acc_t>(),
@@ -295,7 +319,8 @@ at::Tensor unrotated_query_indexed_cuda(const at::Tensor& entity, const at::Tens
                                         const at::Tensor& rel_idx, const at::Tensor& tau, const at::Tensor& alpha,
                                         const at::Tensor& log_s, const at::Tensor& log_base, double tau0,
     bool /*sparse_grad: used by the autograd formula only*/) {
-  const c10::cuda::CUDAGuard guard(entity.device());
+  const c10::cuda::CUDAGuard guard(indexed_device("rotmem::unrotated_query_indexed", nullptr, entity, w_table,
+                                                  w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base));
   const IndexedInputs in = check_indexed("rotmem::unrotated_query_indexed", entity, w_table, w_hat_table, ent_idx,
                                          rel_idx, tau, alpha, log_s, log_base, tau0);
   at::Tensor q = at::empty({in.batch, 2 * in.n}, entity.options());
@@ -320,7 +345,8 @@ unrotated_query_indexed_backward_cuda(const at::Tensor& grad_in, const at::Tenso
                                       const at::Tensor& rel_idx, const at::Tensor& tau, const at::Tensor& alpha,
                                       const at::Tensor& log_s, const at::Tensor& log_base, double tau0) {
   const char* op = "rotmem::unrotated_query_indexed_backward";
-  const c10::cuda::CUDAGuard guard(entity.device());
+  const c10::cuda::CUDAGuard guard(
+      indexed_device(op, &grad_in, entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base));
   const IndexedInputs in =
       check_indexed(op, entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0);
   const int64_t n = in.n, batch = in.batch;
@@ -328,9 +354,12 @@ unrotated_query_indexed_backward_cuda(const at::Tensor& grad_in, const at::Tenso
               batch, ", ", 2 * n, "], got ", grad_in.sizes());
   const at::Tensor grad = grad_in.to(entity.scalar_type()).contiguous();
   const bool chronor = in.w_hat_table.defined();
-  at::Tensor grad_entity_rows = at::empty({batch, 2 * n}, entity.options());  // every element is written
-  at::Tensor grad_w = at::zeros_like(in.w_table);
-  at::Tensor grad_v = chronor ? at::zeros_like(in.w_hat_table) : entity.new_empty({0});
+  // (in acc_t: table_gradient sums repeated entity rows in float and rounds once; every element is written)
+  at::Tensor grad_entity_rows = at::empty({batch, 2 * n}, in.tau.options());
+  // The relation tables' gradients are summed in the accumulation dtype (float for bfloat16/half
+  // tables: 16-bit atomics would round at every add, differently from run to run) and rounded once.
+  at::Tensor grad_w = at::zeros(in.w_table.sizes(), in.tau.options());
+  at::Tensor grad_v = chronor ? at::zeros(in.w_hat_table.sizes(), in.tau.options()) : in.tau.new_empty({0});
   at::Tensor s1 = at::zeros({batch}, in.tau.options()), s2 = at::zeros({batch}, in.tau.options());
   if (batch > 0) {
     AT_DISPATCH_FLOATING_TYPES_AND2(
@@ -341,8 +370,8 @@ unrotated_query_indexed_backward_cuda(const at::Tensor& grad_in, const at::Tenso
                   grad.const_data_ptr<scalar_t>(), in.entity.const_data_ptr<scalar_t>(),
                   in.w_table.const_data_ptr<scalar_t>(), maybe<scalar_t>(in.w_hat_table),
                   in.ent_idx.const_data_ptr<int64_t>(), in.rel_idx.const_data_ptr<int64_t>(), make_angle<acc_t>(in),
-                  grad_entity_rows.mutable_data_ptr<scalar_t>(), grad_w.mutable_data_ptr<scalar_t>(),
-                  maybe_mut<scalar_t>(grad_v), s1.mutable_data_ptr<acc_t>(), s2.mutable_data_ptr<acc_t>());
+                  grad_entity_rows.mutable_data_ptr<acc_t>(), grad_w.mutable_data_ptr<acc_t>(),
+                  maybe_mut<acc_t>(grad_v), s1.mutable_data_ptr<acc_t>(), s2.mutable_data_ptr<acc_t>());
           C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
   }
@@ -353,8 +382,8 @@ unrotated_query_indexed_backward_cuda(const at::Tensor& grad_in, const at::Tenso
   const at::Tensor grad_log_s = (s1 * speed).sum() * (in.log_s >= kLogSMin);
   const at::Tensor grad_log_base = (s2 * speed).sum() * (-1.0 / static_cast<double>(n)) * (in.log_base >= kLogBaseMin);
   return {grad_entity_rows,
-          grad_w,
-          grad_v,
+          grad_w.to(entity.scalar_type()),
+          grad_v.to(entity.scalar_type()),
           (s1 * in.alpha * s).to(tau.scalar_type()),
           (s1 * s * dt).to(alpha.scalar_type()),
           grad_log_s.to(log_s.scalar_type()).reshape(log_s.sizes()),

@@ -115,11 +115,14 @@ def _lse_and_grad_kernel(
     row = r0 + i
     ROW = TILE + i * COLS
     target = tl.load(TARGET + row)
+    # The target logit is read first, and a barrier orders that read before any thread of the
+    # program overwrites the row with its gradient (threads run the loops below out of step).
+    target_logit = tl.load(ROW + target, mask=target != _IGNORE, other=0.0)
+    tl.store(TGT + row, upcast(target_logit, FP64))
+    tl.debug_barrier()
     m, s = _row_summary(ROW, COLS, BLOCK, FP64)
     lse = m + tl.log(s)
     tl.store(LSE + row, lse)
-    target_logit = tl.load(ROW + target, mask=target != _IGNORE, other=0.0)
-    tl.store(TGT + row, upcast(target_logit, FP64))
     _write_grad(ROW, target, lse, tl.load(COEF + row), COLS, BLOCK, FP64)
 
 

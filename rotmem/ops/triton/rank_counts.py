@@ -42,9 +42,10 @@ def _count_kernel(
         bad += tl.sum((mask & ~(z - z == 0)).to(tl.int64), axis=0)  # NaN or infinite
     t = tl.load(TARGET + row) - c0
     has_target = (t >= 0) & (t < COLS)  # the target is never a candidate
-    z = upcast(tl.load(ROW + t, mask=has_target, other=0.0), FP64)
-    higher -= (has_target & (z > s)).to(tl.int64)
-    ties -= (has_target & (z == s)).to(tl.int64)
+    # (each loop has its own names: a compiled loop cannot turn a scalar variable into a block)
+    z_target = upcast(tl.load(ROW + t, mask=has_target, other=0.0), FP64)
+    higher -= (has_target & (z_target > s)).to(tl.int64)
+    ties -= (has_target & (z_target == s)).to(tl.int64)
     for f in tl.static_range(FILTERS):
         end = tl.load(FILTER_PTR + f * stride + row + 1)
         drop_h = tl.zeros([], dtype=tl.int64)
@@ -53,9 +54,9 @@ def _count_kernel(
             at = j + tl.arange(0, BLOCK)
             k = tl.load(FILTER_IDX + at, mask=at < end, other=-1) - c0
             inside = (at < end) & (k >= 0) & (k < COLS) & (k != t)
-            z = upcast(tl.load(ROW + k, mask=inside, other=0.0), FP64)
-            drop_h += tl.sum((inside & (z > s)).to(tl.int64), axis=0)
-            drop_e += tl.sum((inside & (z == s)).to(tl.int64), axis=0)
+            z_filtered = upcast(tl.load(ROW + k, mask=inside, other=0.0), FP64)
+            drop_h += tl.sum((inside & (z_filtered > s)).to(tl.int64), axis=0)
+            drop_e += tl.sum((inside & (z_filtered == s)).to(tl.int64), axis=0)
         out = f * batch + row
         tl.store(HIGHER + out, tl.load(HIGHER + out) + higher - drop_h)
         tl.store(TIES + out, tl.load(TIES + out) + ties - drop_e)

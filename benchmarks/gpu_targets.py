@@ -1,0 +1,229 @@
+"""Targets for the day a GPU comes: each op's bytes, FLOPs and roofline time at the kernel
+benchmark's shapes on an H200 and an A100, the occupancy ptxas's register counts allow the CUDA
+kernels, and the paper-size epoch's floor. Arithmetic, no GPU: the figures a measurement is
+compared against (``docs/gpu.md``).
+
+    python benchmarks/gpu_targets.py      # writes benchmarks/results/gpu_{targets,epoch_floor,occupancy}.csv
+    python benchmarks/gpu_targets.py --markdown   # and prints docs/gpu.md's tables
+
+Counting rules. Bytes: what the op must read and write once (inputs, outputs, and for the fused
+cross-entropy each logit tile written by its matrix product and read back by the row kernels:
+the tiles are larger than the caches). FLOPs: 2 per multiply-add of the matrix products, the
+elementwise arithmetic per complex pair, a sine and cosine counted as 20 FLOPs each (libdevice
+with range reduction). Roofline time: max(bytes / bandwidth, FLOPs / peak), with the matrix
+products at the dtype's peak (float32 without TF32: CUDA cores; bfloat16: tensor cores) and
+the elementwise work at the float32 CUDA-core peak. Occupancy: resident warps per SM over the
+64 an SM holds, limited by registers (65,536 per SM, allocated per warp in units of 256), by the
+block's threads and by 32 blocks per SM (A100 and H100/H200 alike: compute capability 8.0 / 9.0).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+COMMAND = "python benchmarks/gpu_targets.py"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    bandwidth: float  # bytes/s of HBM
+    bf16: float  # dense bfloat16 tensor-core FLOP/s
+    fp32: float  # float32 CUDA-core FLOP/s (no TF32)
+
+
+GPUS = (Gpu("H200", 4.8e12, 989e12, 67e12), Gpu("A100", 2.0e12, 312e12, 19.5e12))
+BYTES = {"float32": 4, "bfloat16": 2}
+SINCOS = 40  # FLOPs of one sine and cosine
+
+
+@dataclass(frozen=True)
+class Shape:
+    """As ``benchmarks/kernels.py``'s: ``batch`` facts, ``n`` complex pairs, ``entities`` N."""
+
+    name: str
+    batch: int
+    n: int
+    entities: int
+    relations: int
+
+
+ICEWS = Shape("icews05-15", 1000, 249, 10488, 251)
+LARGE = Shape("large", 4096, 249, 1_000_000, 251)
+BANDWIDTH = Shape("bandwidth", 2**20 // 5, 249, 1, 1)  # rotate of 2**20 rows (kernels.py's GPU default)
+
+
+def cost(op: str, mode: str, shape: Shape, dtype: str) -> tuple[float, float, float]:
+    """``(bytes, matmul FLOPs, elementwise FLOPs)`` of ``op`` in ``mode`` at ``shape``."""
+    es, acc = BYTES[dtype], 4
+    b, n, big_n = shape.batch, shape.n, shape.entities
+    d = 2 * n
+    both = mode == "forward+backward"
+    if op == "rotate":  # 5B rows (the contrastive loss): x [M, 2n], theta [M, n] -> y [M, 2n]
+        m = 5 * b
+        forward = (2 * d + n) * m * es, 0.0, (6 + SINCOS) * n * m
+        backward = (3 * d + 2 * n) * m * es, 0.0, (12 + SINCOS) * n * m  # read g, x, theta; write gx, gtheta
+    elif op == "unrotated_query_indexed":  # gather e, w, w_hat rows; q [B, 2n]
+        forward = 4 * d * b * es, 0.0, (16 + SINCOS) * n * b
+        # read g, e, w, w_hat; write entity rows (float32); relation atomics read+write float32 [B, 2n] x 2
+        backward = (4 * d * b * es + d * b * acc + 2 * 2 * d * b * acc), 0.0, (40 + SINCOS) * n * b
+    elif op == "cross_entropy_all":  # q [B, 2n], entity [N, 2n], tiles [B, N]
+        tiles = b * big_n * es
+        forward = (b * d + big_n * d) * es + 2 * tiles, 2 * b * big_n * d, 4 * b * big_n
+        # in the forward sweep (small tables) or recomputed: 2 more products, tile read and rewritten,
+        # read twice more; gradients written in float32
+        backward = (
+            (b * d + big_n * d) * es + 3 * tiles + (b + big_n) * d * acc,
+            4 * b * big_n * d,
+            4 * b * big_n,
+        )
+    elif op == "score_all":
+        forward = (b * d + big_n * d + b * big_n) * es, 2 * b * big_n * d, 0.0
+        backward = (b * d + big_n * d + b * big_n) * es * 2, 4 * b * big_n * d, 0.0
+    elif op == "n3":  # 4 tensors [B, 2n]
+        forward = 4 * b * d * es, 0.0, 4 * 4 * b * d
+        backward = 4 * 2 * b * d * es, 0.0, 4 * 5 * b * d
+    elif op == "step":  # 2B queries (both directions), CE over all entities, N3 of 3B rows
+        two = Shape(shape.name, 2 * b, n, big_n, shape.relations)
+        parts = [
+            cost("unrotated_query_indexed", mode, two, dtype),
+            cost("cross_entropy_all", mode, two, dtype),
+        ]
+        parts.append(tuple(x * 3 / 4 for x in cost("n3", mode, shape, dtype)))
+        return tuple(sum(p[i] for p in parts) for i in range(3))
+    else:
+        raise ValueError(f"unknown op {op!r}")
+    if not both:
+        return forward
+    return tuple(f + g for f, g in zip(forward, backward, strict=True))
+
+
+def roofline_s(gpu: Gpu, dtype: str, nbytes: float, matmul: float, elementwise: float) -> tuple[float, str]:
+    """The floor time and what bounds it (``memory`` or ``compute``)."""
+    memory = nbytes / gpu.bandwidth
+    compute = matmul / (gpu.bf16 if dtype == "bfloat16" else gpu.fp32) + elementwise / gpu.fp32
+    return max(memory, compute), "memory" if memory >= compute else "compute"
+
+
+def occupancy(registers: int, threads: int, shared_bytes: int = 0) -> float:
+    """Resident warps per SM / 64 for a block of ``threads`` using ``registers`` per thread."""
+    warps_per_block = math.ceil(threads / 32)
+    regs_per_warp = math.ceil(max(registers, 1) * 32 / 256) * 256
+    warps_by_regs = 65536 // regs_per_warp
+    blocks = min(warps_by_regs // warps_per_block, 32, 64 // warps_per_block)
+    if shared_bytes:
+        blocks = min(blocks, (228 * 1024) // shared_bytes)  # H100's 228 KB (A100: 164 KB) per SM
+    return blocks * warps_per_block / 64
+
+
+# the block size each CUDA kernel is launched with (csrc/cuda: kThreads = 256; row kernels
+# threads_for_row(width) = 256 at the benchmark's widths)
+THREADS = 256
+
+
+def targets() -> list[dict]:
+    rows = []
+    for shape, ops in ((ICEWS, ("rotate", "unrotated_query_indexed", "cross_entropy_all", "score_all", "n3",
+                                "step")),
+                       (LARGE, ("cross_entropy_all", "step")), (BANDWIDTH, ("rotate",))):  # fmt: skip
+        for op in ops:
+            for mode in ("forward", "forward+backward"):
+                for dtype in BYTES:
+                    nbytes, matmul, elementwise = cost(op, mode, shape, dtype)
+                    row = {"op": op, "mode": mode, "shape": shape.name, "B": shape.batch, "n": shape.n,
+                           "N": shape.entities, "dtype": dtype, "bytes": int(nbytes),
+                           "matmul_flop": int(matmul), "elementwise_flop": int(elementwise)}  # fmt: skip
+                    for gpu in GPUS:
+                        seconds, bound = roofline_s(gpu, dtype, nbytes, matmul, elementwise)
+                        row[f"{gpu.name}_us"] = round(seconds * 1e6, 2)
+                        row[f"{gpu.name}_bound"] = bound
+                    rows.append(row)
+    return rows
+
+
+def epoch_floor() -> list[dict]:
+    """The paper-size epoch (ICEWS05-15, 368,962 facts in batches of 1000, dim 500): its steps'
+    FLOPs and floor time per GPU and dtype."""
+    steps = math.ceil(368_962 / 1000)
+    rows = []
+    for dtype in BYTES:
+        nbytes, matmul, elementwise = cost("step", "forward+backward", ICEWS, dtype)
+        row = {"steps": steps, "dtype": dtype, "flop": f"{steps * (matmul + elementwise):.3e}",
+               "bytes": f"{steps * nbytes:.3e}"}  # fmt: skip
+        for gpu in GPUS:
+            seconds, _ = roofline_s(gpu, dtype, nbytes, matmul, elementwise)
+            row[f"{gpu.name}_s"] = round(steps * seconds, 3)
+        rows.append(row)
+    return rows
+
+
+def occupancies(ptxas_csv: Path) -> list[dict]:
+    """Occupancy of every CUDA kernel in ptxas's report (``.ci/cuda_compile.sh``)."""
+    if not ptxas_csv.is_file():
+        return []
+    with open(ptxas_csv) as f:
+        lines = [line for line in f if not line.startswith("#")]
+    out = []
+    for r in csv.DictReader(lines):
+        share = occupancy(int(r["registers"]), THREADS, int(r["shared_bytes"]))
+        out.append({"file": r["file"], "arch": r["arch"], "kernel": r["kernel"], "registers": r["registers"],
+                    "threads": THREADS, "occupancy": round(share, 3)})  # fmt: skip
+    return out
+
+
+def write(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        f.write(f"# {COMMAND}\n")
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path} ({len(rows)} rows)")
+
+
+def markdown(rows: list[dict], occ: list[dict]) -> str:
+    """The tables of ``docs/gpu.md``: forward + backward targets, and occupancy per CUDA kernel."""
+    out = ["| op | shape | dtype | MB moved | GFLOP | H200 floor (µs) | A100 floor (µs) | bound |",
+           "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]  # fmt: skip
+    for r in rows:
+        if r["mode"] == "forward+backward":
+            flop = (r["matmul_flop"] + r["elementwise_flop"]) / 1e9
+            cells = [f"`{r['op']}`", r["shape"], r["dtype"], f"{r['bytes'] / 1e6:,.1f}", f"{flop:,.2f}",
+                     f"{r['H200_us']:,}", f"{r['A100_us']:,}", r["H200_bound"]]  # fmt: skip
+            out.append("| " + " | ".join(cells) + " |")
+    header = "| CUDA kernel (every dtype) | registers sm_80 / sm_90 (most) | occupancy sm_80 / 90 (least) |"
+    out += ["", header, "| --- | ---: | ---: |"]
+    by_kernel: dict[tuple[str, str], list[dict]] = {}
+    for r in occ:  # "void rotmem::(anonymous namespace)::name<dtypes>(args)" -> "file: name"
+        name = r["kernel"].replace("rotmem::(anonymous namespace)::", "").removeprefix("void ").split("<")[0]
+        by_kernel.setdefault((f"{r['file']}: {name.split('(')[0]}", r["arch"]), []).append(r)
+    for kernel in sorted({k for k, _ in by_kernel}):
+        regs, share = [], []
+        for arch in ("sm_80", "sm_90"):
+            rows = by_kernel.get((kernel, arch), [])
+            regs.append(str(max((int(r["registers"]) for r in rows), default="-")))
+            share.append(str(min((r["occupancy"] for r in rows), default="-")))
+        out.append(f"| `{kernel}` | {' / '.join(regs)} | {' / '.join(share)} |")
+    return "\n".join(out)
+
+
+def main() -> int:
+    RESULTS.mkdir(exist_ok=True)
+    write(RESULTS / "gpu_targets.csv", targets())
+    write(RESULTS / "gpu_epoch_floor.csv", epoch_floor())
+    occ = occupancies(RESULTS / "cuda_ptxas.csv")
+    if occ:
+        write(RESULTS / "gpu_occupancy.csv", occ)
+    for row in epoch_floor():
+        print(row)
+    if "--markdown" in sys.argv[1:]:
+        print(markdown(targets(), occ))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

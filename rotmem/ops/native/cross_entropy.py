@@ -1,0 +1,135 @@
+"""``cross_entropy_all`` on the native kernels (``csrc/cross_entropy_driver.h``, per-device tile
+kernels in ``csrc/{cpu,cuda}/cross_entropy.*``), with its fakes and autograd formulas. It never
+holds the ``[B, N]`` logits; how it tiles them, and when it computes its gradients in the forward
+sweep, is ``rotmem.ops.ce_tiles``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from rotmem.ops import ce_tiles
+from rotmem.ops.native._extension import LIB, acc_dtype, empty
+from rotmem.ops.table_grad import is_traced
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def cross_entropy_all(
+    q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, reduction: str = "mean"
+) -> torch.Tensor:
+    """``rotmem.ops.reference.cross_entropy_all``, fused and tiled; float32 (float64 for float64
+    inputs). Targets equal to -100 are ignored, as in ``torch.nn.functional.cross_entropy``."""
+    if q.dim() != 2 or entity.dim() != 2:
+        raise ValueError(
+            f"expected q [B, D] and entity [N, D], got {tuple(q.shape)} and {tuple(entity.shape)}"
+        )
+    block_rows, block_cols = ce_tiles.cross_entropy_blocks(q.shape[0], entity.shape[0])
+    return cross_entropy_tiled(q, entity, target, reduction, block_rows, block_cols)
+
+
+def cross_entropy_tiled(
+    q: torch.Tensor,
+    entity: torch.Tensor,
+    target: torch.Tensor,
+    reduction: str,
+    block_rows: int,
+    block_cols: int,
+) -> torch.Tensor:
+    """``cross_entropy_all`` with explicit tiles of ``block_rows x block_cols`` logits."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"unknown reduction {reduction!r}; expected one of {REDUCTIONS}")
+    if q.dtype != entity.dtype:
+        raise ValueError(f"q dtype {q.dtype} differs from entity dtype {entity.dtype}")
+    target = target.long()
+    need_q = q.requires_grad and torch.is_grad_enabled()
+    need_entity = entity.requires_grad and torch.is_grad_enabled()
+    if (need_q or need_entity) and reduction != "none" and ce_tiles.grad_in_forward(entity):
+        loss, _, _ = torch.ops.rotmem.cross_entropy_all_train(
+            q, entity, target, reduction, block_rows, block_cols, need_q, need_entity
+        )
+        return loss
+    loss, _ = torch.ops.rotmem.cross_entropy_all(q, entity, target, reduction, block_rows, block_cols)
+    return loss
+
+
+def _times(grad: torch.Tensor, grad_loss: torch.Tensor) -> torch.Tensor:
+    """``grad * grad_loss``, skipping the pass over ``grad`` (an ``[N, 2n]`` table) in eager CPU
+    code when the output gradient is exactly 1, as it is for a loss that is the CE itself."""
+    if not is_traced(grad_loss) and grad_loss.device.type == "cpu" and grad_loss.item() == 1.0:
+        return grad
+    return grad * grad_loss
+
+
+def register() -> dict[str, Callable]:
+    """Register the autograd formulas; return the fake implementations by op name (the package
+    registers those: torch wants them registered from the module ``csrc/rotmem.cpp`` names)."""
+
+    def fake_cross_entropy_all(q, entity, target, reduction, block_rows, block_cols):
+        acc = acc_dtype(q)
+        loss = q.new_empty(q.shape[0], dtype=acc) if reduction == "none" else q.new_empty((), dtype=acc)
+        return loss, q.new_empty(q.shape[0], dtype=acc)
+
+    def fake_cross_entropy_all_backward(
+        grad, q, entity, target, lse, reduction, block_rows, block_cols, need_q, need_entity
+    ):
+        return (
+            torch.empty_like(q) if need_q else empty(q),
+            torch.empty_like(entity) if need_entity else empty(q),
+        )
+
+    def fake_cross_entropy_all_train(
+        q, entity, target, reduction, block_rows, block_cols, need_q, need_entity
+    ):
+        return (
+            q.new_empty((), dtype=acc_dtype(q)),
+            torch.empty_like(q) if need_q else empty(q),
+            torch.empty_like(entity) if need_entity else empty(q),
+        )
+
+    def setup(ctx, inputs, output):
+        q, entity, target, reduction, block_rows, block_cols = inputs
+        ctx.save_for_backward(q, entity, target, output[1])
+        ctx.options = (reduction, block_rows, block_cols)
+        ctx.mark_non_differentiable(output[1])
+
+    def backward(ctx, grad_loss, grad_lse):
+        q, entity, target, lse = ctx.saved_tensors
+        need_q, need_entity = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        grad_q, grad_entity = torch.ops.rotmem.cross_entropy_all_backward(
+            grad_loss, q, entity, target, lse, *ctx.options, need_q, need_entity
+        )
+        return (grad_q if need_q else None, grad_entity if need_entity else None, None, None, None, None)
+
+    torch.library.register_autograd(LIB + "cross_entropy_all", backward, setup_context=setup)
+
+    def train_setup(ctx, inputs, output):
+        ctx.save_for_backward(output[1], output[2])
+        ctx.mark_non_differentiable(output[1], output[2])
+        ctx.set_materialize_grads(False)  # no zero [B, 2n] and [N, 2n] for the gradient outputs
+
+    def train_backward(ctx, grad_loss, grad_q_out, grad_entity_out):
+        grad_q, grad_entity = ctx.saved_tensors
+        need_q = ctx.needs_input_grad[0] and grad_loss is not None
+        need_entity = ctx.needs_input_grad[1] and grad_loss is not None
+        return (
+            _times(grad_q, grad_loss) if need_q else None,
+            _times(grad_entity, grad_loss) if need_entity else None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
+
+    torch.library.register_autograd(
+        LIB + "cross_entropy_all_train", train_backward, setup_context=train_setup
+    )
+
+    return {
+        "cross_entropy_all": fake_cross_entropy_all,
+        "cross_entropy_all_backward": fake_cross_entropy_all_backward,
+        "cross_entropy_all_train": fake_cross_entropy_all_train,
+    }
