@@ -25,6 +25,7 @@ its sd). ``--summarize CSV ...`` remakes the last three from earlier runs' CSVs.
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import math
 import os
@@ -169,7 +170,7 @@ def race_one(
         record("valid", "epoch", epoch, seconds, metrics, history)
         mrr = metrics["all"]["time-aware/realistic"]["mrr"]
         if mrr > best["mrr"]:
-            state = {k: v.detach().clone() for k, v in module.model.state_dict().items()}
+            state = copy.deepcopy(module.model.state_dict())  # tensors and extra state
             best.update(mrr=mrr, epoch=epoch, seconds=seconds, state=state)
 
     def test(model) -> dict:
