@@ -11,6 +11,9 @@ from pytorch_lightning.cli import LightningCLI
 from lightning_modules.kg_data import TemporalKGDataModule
 from lightning_modules.phase2 import Phase2Module
 from rotmem.errors import InputFileNotFoundError, UserInputError
+from rotmem.models.checkpoint import read_checkpoint
+
+LIGHTNING_CKPT_NAMES = ("last", "best", "hpc", "registry")
 
 
 class RoMemCLI(LightningCLI):
@@ -41,9 +44,10 @@ class RoMemCLI(LightningCLI):
     def before_fit(self) -> None:
         """``--ckpt_path last`` resumes the newest ``last*.ckpt`` of the earlier runs under the logger's
         folder: every run logs into a new ``version_N``, where Lightning alone would look (and find
-        nothing, and start from scratch)."""
+        nothing, and start from scratch). A checkpoint file is checked first (``check_ckpt_path``)."""
         config = self.config_init[self.subcommand]
         if config.get("ckpt_path") != "last":
+            check_ckpt_path(config.get("ckpt_path"))
             return
         trainer = self.trainer
         if trainer.loggers:
@@ -54,6 +58,22 @@ class RoMemCLI(LightningCLI):
             found = list(Path(trainer.default_root_dir).glob("checkpoints/last*.ckpt"))
         if found:  # else Lightning warns that there is nothing to resume and starts at step 0
             config["ckpt_path"] = str(max(found, key=lambda path: path.stat().st_mtime))
+            check_ckpt_path(config["ckpt_path"])
+
+    def before_validate(self) -> None:
+        check_ckpt_path(self.config_init[self.subcommand].get("ckpt_path"))
+
+    def before_test(self) -> None:
+        check_ckpt_path(self.config_init[self.subcommand].get("ckpt_path"))
+
+
+def check_ckpt_path(ckpt_path: str | None) -> None:
+    """Before Lightning unpickles ``--ckpt_path`` (freely, running whatever code the file holds), read
+    it as ``rotmem.load_model`` does: weights only, a rotmem layout, its stored SHA-256. A bad file
+    ends in one line (``BadCheckpointError``); Lightning's own names (``last``, ``best``, ...) pass."""
+    if ckpt_path is None or ckpt_path in LIGHTNING_CKPT_NAMES:
+        return
+    read_checkpoint(Path(ckpt_path))
 
 
 def run_lightning_cli(argv: list[str]) -> RoMemCLI:

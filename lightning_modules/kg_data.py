@@ -7,6 +7,7 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
 from lightning_modules.resumable_loader import ResumableDataLoader
+from lightning_modules.settings import check_settings
 from rotmem.data import TemporalKG, load_dataset, split_by_time
 from rotmem.data.negatives import SlotDays, SlotIndex, conflict_aware_negatives, negative_times
 from rotmem.data.time_split import hold_out_weeks as hold_out_weeks_of
@@ -42,6 +43,16 @@ class TemporalKGDataModule(pl.LightningDataModule):
         kg: TemporalKG | None = None,
     ):
         super().__init__()
+        check_settings(
+            "data",
+            at_least_one=dict(batch_size=batch_size, eval_batch_size=eval_batch_size),
+            non_negative=dict(
+                num_negative_times=num_negative_times,
+                num_negative_entities=num_negative_entities,
+                jitter_years=jitter_years,
+                far_negative_days=far_negative_days,
+            ),
+        )
         self.save_hyperparameters(ignore=["kg"])
         self.kg = kg if kg is not None else load_dataset(dataset, data_dir)
         if time_split is not None:

@@ -12,7 +12,9 @@ import torch
 
 from lightning_modules import entity_parallel
 from lightning_modules.evaluation_ranks import EvaluationRanks
+from lightning_modules.settings import check_settings
 from rotmem.distributed import ShardedRanking, entity_parallel_loss
+from rotmem.errors import BadSettingError
 from rotmem.evaluation.filters import FILTERS
 from rotmem.evaluation.ranking import DEFAULT_TIE, answer_filters, batch_ranks
 from rotmem.losses import (
@@ -22,9 +24,12 @@ from rotmem.losses import (
     time_contrastive_loss,
 )
 from rotmem.models import build_model
+from rotmem.models.checkpoint import check_digest, model_state
+from rotmem.models.digest import DIGEST_KEY, state_digest
 from rotmem.models.history import known_facts
 
 LOSSES = ("1vsall", "self_adversarial")
+OPTIMIZERS = ("adagrad", "adam")
 
 
 class Phase2Module(pl.LightningModule):
@@ -34,11 +39,12 @@ class Phase2Module(pl.LightningModule):
     ``family="romem"`` (the paper's model) reads ``dim, k, backbone, speed, gate_path, init_scale,
     init_s, init_base``; ``family="tntcomplex"`` reads ``dim`` (``2 · rank``), ``init_scale`` and
     ``num_days`` (its per-day table spans the training days from ``tau0``); ``family="romem-complex"``
-    reads ``dim, speed, gate_path, init_scale, init_s, init_base, num_days, day_table``,
-    ``history_windows``, ``pair_windows``, ``history_causal``, ``history_eval_splits`` (its history is
-    the training split, indexed at setup, and the facts of ``history_eval_splits`` while it is
-    evaluated: ``rotmem.models.history.known_facts``) and ``hold_rotation``. Per-day tables are
-    kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``).
+    reads ``dim, speed, gate_path, init_scale, init_s, init_base, num_days, day_table`` and
+    ``hold_rotation``. Every family takes the history term (``rotmem.models.history``):
+    ``history_windows``, ``pair_windows``, ``history_causal``, ``history_eval_splits`` (its history
+    is the training split, indexed at setup, and the facts of ``history_eval_splits`` while it is
+    evaluated: ``rotmem.models.history.known_facts``). Per-day tables are kept smooth by
+    ``smoothness_weight`` (tkbc's ``time_reg``).
 
     Validation and test log filtered MRR and Hits@k under both filters and the three tie rules
     (``val/time-aware/mrr``, realistic ties, is the checkpoint metric; ``val/time-aware/pessimistic/mrr``
@@ -83,12 +89,23 @@ class Phase2Module(pl.LightningModule):
         entity_parallel: bool = False,
     ):
         super().__init__()
+        check_settings(
+            "model",
+            positive=dict(lr=lr, sigma_years=sigma_years),
+            non_negative=dict(
+                regularizer_weight=regularizer_weight,
+                time_weight=time_weight,
+                smoothness_weight=smoothness_weight,
+            ),
+        )
         if loss not in LOSSES:
-            raise ValueError(f"unknown loss {loss!r}; expected one of {LOSSES}")
-        if entity_parallel and (loss != "1vsall" or history_windows):
+            raise BadSettingError(f"model.loss: unknown loss {loss!r}; expected one of {LOSSES}")
+        if optimizer not in OPTIMIZERS:
+            raise BadSettingError(f"model.optimizer: unknown {optimizer!r}; expected one of {OPTIMIZERS}")
+        if entity_parallel and (loss != "1vsall" or history_windows or pair_windows):
             raise ValueError(
-                "entity_parallel=True trains the plain 1-vs-all loss only "
-                f"(loss={loss!r}, history_windows={history_windows!r})"
+                "entity_parallel=True trains the plain 1-vs-all loss only, without a history term "
+                f"(loss={loss!r}, history_windows={history_windows!r}, pair_windows={pair_windows!r})"
             )
         if speed == "gate" and not gate_path:
             raise ValueError("speed='gate' needs gate_path (a gate.pt from `rotmem gate pretrain`)")
@@ -96,33 +113,35 @@ class Phase2Module(pl.LightningModule):
         self.save_hyperparameters()
         self.hparams.gate_path = gate_path
         if family == "romem":
-            family_args = dict(
-                k=k, backbone=backbone, speed=speed, tau0=tau0, init_s=init_s, init_base=init_base
-            )
+            family_args = dict(k=k, backbone=backbone, speed=speed, init_s=init_s, init_base=init_base)
         elif family == "romem-complex":
             family_args = dict(
                 speed=speed,
-                tau0=tau0,
                 num_days=num_days,
                 init_s=init_s,
                 init_base=init_base,
                 day_table=day_table,
-                history_windows=history_windows,
-                pair_windows=pair_windows,
-                history_causal=history_causal,
-                history_eval_splits=history_eval_splits or ["train"],
                 hold_rotation=hold_rotation,
             )
         else:
-            family_args = dict(first_day=int(tau0), num_days=num_days)
-        self.model = build_model(
-            family,
+            family_args = dict(num_days=num_days)
+        build = dict(
+            family=family,
             num_entities=num_entities,
             num_relations=num_relations,
             dim=dim,
+            tau0=tau0,
             init_scale=init_scale,
+            history_windows=history_windows,
+            pair_windows=pair_windows,
+            history_causal=history_causal,
+            history_eval_splits=history_eval_splits or ["train"],
             **family_args,
         )
+        try:
+            self.model = build_model(**build)
+        except ValueError as error:  # a width, window or family out of range: the user's settings
+            raise BadSettingError(f"model: {error}") from None
         self._ranks = EvaluationRanks()
         self._evaluating = ExitStack()  # the history's evaluation facts, for one evaluation epoch
         self.entity_table = None  # this rank's shard, with entity_parallel under DDP
@@ -282,12 +301,14 @@ class Phase2Module(pl.LightningModule):
 
     # --- checkpoints ------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["rotmem"] = self.model.checkpoint_payload()
         if self.entity_table is not None:
             entity_parallel.save_whole_table(self, self.entity_table, checkpoint)
+        digest = state_digest(model_state(checkpoint["state_dict"]))
+        checkpoint["rotmem"] = self.model.checkpoint_payload() | {DIGEST_KEY: digest}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         payload = checkpoint.get("rotmem", {})
+        check_digest("the checkpoint to resume", payload, model_state(checkpoint["state_dict"]))
         if payload.get("entities") is not None and self.model.entities is None:
             self.model.set_vocabulary(payload["entities"], payload["relations"])
         if self.entity_table is not None:

@@ -29,6 +29,11 @@ class BadCheckpointError(UserInputError, ValueError):
     """A file that is not a readable rotmem checkpoint (corrupt, foreign, or unsafe to unpickle)."""
 
 
+class BadSettingError(UserInputError, ValueError):
+    """A setting out of its range (a width of 0, a negative learning rate, a batch of 0, an unknown
+    device); the message names the setting and its value."""
+
+
 class UnknownNameError(UserInputError, KeyError):
     """An entity, relation or dataset name that is not known."""
 

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from rotmem import ops
-from rotmem.models.base import TemporalKGE
+from rotmem.models.base import TemporalKGE, both_directions
 from rotmem.ops.biased_cross_entropy import cross_entropy_all_biased
 
 DAYS_PER_YEAR = 365.25
@@ -23,6 +23,7 @@ def one_vs_all_loss(model: TemporalKGE, facts: torch.Tensor) -> torch.Tensor:
     ``[N, 2n]`` tensor.
     """
     h, r, t, day = facts.unbind(1)
+    known, relations, days, head = both_directions(facts)
     # Autograd adds a sparse gradient into a dense one in place only when the sparse one arrived
     # first, and it runs the nodes made last first. The CE's dense gradient for the table passes
     # through this alias (whose backward hands it on as it is, unlike a view's), made before the
@@ -30,12 +31,8 @@ def one_vs_all_loss(model: TemporalKGE, facts: torch.Tensor) -> torch.Tensor:
     candidates = torch.ops.aten.alias(model.entity)
     queries = model.query_tails_and_heads(h, r, t, day, sparse_grad=True)
     targets = torch.cat([t, h])
-    history = getattr(model, "history_bias", None)
-    bias = None
-    if history is not None:  # a model with a history term: its training facts leave themselves out
-        head = torch.cat([torch.zeros_like(r, dtype=torch.bool), torch.ones_like(r, dtype=torch.bool)])
-        days = torch.cat([day, day]).double()
-        bias = history(torch.cat([h, t]), torch.cat([r, r]), days, head, exclude=targets)
+    # a model with a history term: each training fact leaves itself out of its own counts
+    bias = model.history_bias(known, relations, days, head, exclude=targets)
     if bias is None:
         return ops.cross_entropy_all(queries, candidates, targets)
     return cross_entropy_all_biased(queries, candidates, targets, *bias)

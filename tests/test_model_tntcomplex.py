@@ -27,7 +27,7 @@ def formula(model: TNTComplEx, h, r, t, day) -> torch.Tensor:
 @pytest.fixture
 def model() -> TNTComplEx:
     torch.manual_seed(0)
-    return TNTComplEx(N, R, dim=10, first_day=FIRST, num_days=DAYS, init_scale=0.5).double()
+    return TNTComplEx(N, R, dim=10, tau0=FIRST, num_days=DAYS, init_scale=0.5).double()
 
 
 def test_scores_match_the_formula_in_both_directions(model):

@@ -6,6 +6,8 @@ import argparse
 import json
 import time
 
+from rotmem.errors import BadCheckpointError, BadSettingError, UserInputError, describe
+
 FILTER_CHOICES = ("time-aware", "static", "both")
 
 
@@ -28,17 +30,49 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
+def device_of(name: str):
+    """``torch.device(name)`` when this machine can hold a tensor there, else a ``BadSettingError``
+    naming it (``--device bogus``, ``--device cuda`` without a GPU)."""
+    import torch
+
+    try:
+        device = torch.device(name)
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError, ValueError) as error:
+        raise BadSettingError(f"--device {name!r} is not usable here ({describe(error)})") from None
+    return device
+
+
+def check_fits(model, kg, ckpt: str, data: str) -> None:
+    """``UserInputError`` when the checkpoint was not trained on this dataset: its vocabulary (or,
+    without one, its table sizes) differs."""
+    if model.entities is not None and (model.entities != kg.entities or model.relations != kg.relations):
+        raise UserInputError(f"{ckpt}: its entity and relation names do not match dataset {data!r}")
+    sizes = (model.num_entities, model.num_relations)
+    if sizes != (kg.num_entities, kg.num_relations):
+        raise UserInputError(
+            f"{ckpt}: a model of {sizes[0]} entities and {sizes[1]} relations cannot be evaluated on "
+            f"dataset {data!r} ({kg.num_entities} entities, {kg.num_relations} relations)"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from rotmem import load_dataset, load_model
     from rotmem.evaluation import FILTERS, evaluate_all
+    from rotmem.evaluation.ranking import NonFiniteScoreError
 
-    model = load_model(args.ckpt).to(args.device)
+    if args.batch_size < 1:
+        raise BadSettingError(f"--batch-size must be at least 1, got {args.batch_size}")
+    device = device_of(args.device)
+    model = load_model(args.ckpt).to(device)
     kg = load_dataset(args.data, args.data_dir)
-    if model.entities is not None and model.entities != kg.entities:
-        raise SystemExit(f"{args.ckpt}: its entity vocabulary does not match dataset {args.data!r}")
+    check_fits(model, kg, args.ckpt, args.data)
     filters = FILTERS if args.filter == "both" else (args.filter,)
     start = time.perf_counter()
-    results = evaluate_all(model, kg, args.split, filters, args.batch_size)
+    try:
+        results = evaluate_all(model, kg, args.split, filters, args.batch_size)
+    except NonFiniteScoreError as error:
+        raise BadCheckpointError(f"{args.ckpt}: the model is broken: {error}") from None
     seconds = time.perf_counter() - start
     if args.json:
         print(json.dumps({"split": args.split, "seconds": seconds, **results}, indent=2))

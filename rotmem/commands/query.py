@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from rotmem.errors import UserInputError
+from rotmem.errors import BadCheckpointError, UserInputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,6 +42,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             scores = model.score_heads(relation, model.entity_ids([args.tail]), day)[0]
             question = f"(?, {args.relation}, {args.tail})"
+    bad = int((~torch.isfinite(scores)).sum())
+    if bad:
+        raise BadCheckpointError(
+            f"{args.ckpt}: the model is broken: {bad} of its {scores.numel()} scores for {question} "
+            "are NaN or infinite; use an earlier checkpoint or retrain"
+        )
     top = scores.topk(min(args.k, scores.numel()))
     print(f"{question} on {args.date}:")
     for rank, (score, index) in enumerate(zip(top.values.tolist(), top.indices.tolist(), strict=True), 1):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rotmem.data.arrays import is_array_dir, load_arrays, load_text_cached
 from rotmem.data.synthetic import SYNTHETIC_NAME, synthetic_kg
-from rotmem.data.temporal_kg import SPLITS, TemporalKG
+from rotmem.data.temporal_kg import SPLITS, TemporalKG, check_split_files
 from rotmem.errors import DownloadError, InputFileNotFoundError, UnknownNameError
 
 # Public copies of the García-Durán et al. (2018) split, byte-identical to the files the
@@ -72,6 +72,7 @@ def load_folder(directory: Path, name: str | None = None) -> TemporalKG:
     """A preprocessed graph (memory-mapped) or text files (parsed once, then cached as arrays)."""
     if is_array_dir(directory):
         return load_arrays(directory, name)
+    check_split_files(directory)
     return load_text_cached(directory, name, cache_root())
 
 

@@ -107,11 +107,19 @@ def lookup(ids: dict[str, int], name: str, kind: str, where: str) -> int:
 
 
 def read_quadruples(path: Path) -> list[tuple[str, str, str, int]]:
-    """Parse one split file; errors name the file and 1-based line number."""
+    """Parse one split file (UTF-8; a byte-order mark at its start is dropped); errors name the file
+    and 1-based line number: a line that is not UTF-8, not 4 fields, an empty name or a bad date."""
     rows: list[tuple[str, str, str, int]] = []
     days: dict[str, int] = {}
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
+    with open(path, "rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise DataFormatError(
+                    f"{path}:{line_no}: not UTF-8 text (byte {raw[error.start]:#04x} at column "
+                    f"{error.start + 1}); save the file as UTF-8"
+                ) from None
             line = line.rstrip("\n").rstrip("\r")
             if not line.strip():
                 continue
@@ -122,6 +130,9 @@ def read_quadruples(path: Path) -> list[tuple[str, str, str, int]]:
                     f"(head, relation, tail, YYYY-MM-DD), got {len(fields)}: {line!r}"
                 )
             head, relation, tail, date = fields
+            for kind, value in (("head", head), ("relation", relation), ("tail", tail)):
+                if not value.strip():
+                    raise DataFormatError(f"{path}:{line_no}: empty {kind} name: {line!r}")
             if date not in days:
                 try:
                     days[date] = day_of(date)
@@ -135,6 +146,16 @@ def read_quadruples(path: Path) -> list[tuple[str, str, str, int]]:
     return rows
 
 
+def check_split_files(directory: Path) -> None:
+    """``InputFileNotFoundError`` naming the split files ``directory`` lacks (none: nothing)."""
+    missing = [s for s in SPLITS if not (Path(directory) / f"{s}.txt").is_file()]
+    if missing:
+        raise InputFileNotFoundError(
+            f"{directory}: missing {', '.join(f'{s}.txt' for s in missing)} "
+            "(a dataset directory holds train.txt, valid.txt and test.txt)"
+        )
+
+
 def load_directory(directory: Path, name: str | None = None) -> TemporalKG:
     """Load ``train.txt``, ``valid.txt`` and ``test.txt`` from ``directory``.
 
@@ -142,12 +163,7 @@ def load_directory(directory: Path, name: str | None = None) -> TemporalKG:
     in order of first appearance.
     """
     directory = Path(directory)
-    missing = [s for s in SPLITS if not (directory / f"{s}.txt").is_file()]
-    if missing:
-        raise InputFileNotFoundError(
-            f"{directory}: missing {', '.join(f'{s}.txt' for s in missing)} "
-            "(a dataset directory holds train.txt, valid.txt and test.txt)"
-        )
+    check_split_files(directory)
     parsed = {s: read_quadruples(directory / f"{s}.txt") for s in SPLITS}
     entity_ids: dict[str, int] = {}
     relation_ids: dict[str, int] = {}

@@ -4,6 +4,12 @@ A family builds, for a query ``(h, r, ?, tau)``, a vector ``q [2n]`` (split-halv
 inner product with an entity row is that entity's score: ``f(h, r, t | tau) = <q_tail, e_t>``, and
 likewise ``q_head`` for ``(?, r, t, tau)``. So the fused 1-vs-all cross-entropy, the evaluator and
 the inner-product index serve every family through the raw ``entity [N, 2n]`` table.
+
+Any family may add a history term (``rotmem.models.history``: counts of the known facts near the
+asked day, ``history_windows``, ``pair_windows``, ``history_causal``, ``history_eval_splits``): a
+sparse bias on top of the embedding score, ``f = <q, e> + H(h, r, t, τ)``, which this class adds in
+``score``, ``score_tails`` and ``score_heads`` and the 1-vs-all loss reads from ``history_bias``.
+A family's own score is ``embedding_score``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,21 @@ from torch import nn
 
 from rotmem import ops
 from rotmem.errors import UnknownNameError
+from rotmem.models.digest import DIGEST_KEY, state_digest
+from rotmem.models.history import FactHistory
+
+
+def both_directions(facts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A batch ``facts [B, 4]`` ``(h, r, t, day)`` as its ``2B`` queries, tail queries then head
+    queries: ``(known entity [2B], relation [2B], day [2B] float64, head [2B] bool)``; the answers
+    are ``cat([t, h])``."""
+    h, r, t, day = facts.unbind(1)
+    return torch.cat([h, t]), torch.cat([r, r]), torch.cat([day, day]).double(), head_flags(r)
+
+
+def head_flags(r: torch.Tensor) -> torch.Tensor:
+    """``[2B]`` bool for ``B`` tail queries followed by their ``B`` head queries: False, then True."""
+    return torch.cat([torch.zeros_like(r, dtype=torch.bool), torch.ones_like(r, dtype=torch.bool)])
 
 
 def as_days(tau: torch.Tensor | float, like: torch.Tensor) -> torch.Tensor:
@@ -26,8 +47,9 @@ def as_days(tau: torch.Tensor | float, like: torch.Tensor) -> torch.Tensor:
 
 class TemporalKGE(nn.Module):
     """Base class of the model families. Subclasses set ``family``, ``config`` (the constructor's
-    arguments), the ``entity [N, 2n]`` table, and implement ``_query``, ``score`` and
-    ``regularizer``; ``time_regularizer`` is for families with per-day tables."""
+    arguments), the ``entity [N, 2n]`` table, call ``add_history`` with their history arguments,
+    and implement ``_query``, ``embedding_score`` and ``regularizer``; ``time_regularizer`` is for
+    families with per-day tables."""
 
     family: str = ""
     config: dict[str, Any]
@@ -37,6 +59,42 @@ class TemporalKGE(nn.Module):
         super().__init__()
         self.entities: list[str] | None = None
         self.relations: list[str] | None = None
+        self.history: FactHistory | None = None
+
+    def add_history(
+        self,
+        history_windows: Sequence[int] | None,
+        pair_windows: Sequence[int] | None,
+        history_causal: bool,
+        history_eval_splits: Sequence[str],
+        facts: torch.Tensor | None,
+    ) -> None:
+        """The history term (``rotmem.models.history.FactHistory``) when ``history_windows`` or
+        ``pair_windows`` is set (indexing ``facts``, the training split, when given: else at
+        training setup, or from a checkpoint); its arguments go into ``config``. Call after
+        ``config`` is set."""
+        windows = list(history_windows) if history_windows else None
+        pairs = list(pair_windows) if pair_windows else None
+        self.config.update(
+            history_windows=windows,
+            pair_windows=pairs,
+            history_causal=bool(history_causal),
+            history_eval_splits=list(history_eval_splits),
+        )
+        if windows or pairs:
+            self.history = FactHistory(
+                self.num_entities,
+                self.num_relations,
+                windows,
+                pairs,
+                facts,
+                history_causal,
+                history_eval_splits,
+            )
+        elif history_causal or tuple(history_eval_splits) != ("train",):
+            raise ValueError(
+                "history_causal and history_eval_splits need a history: set history_windows or pair_windows"
+            )
 
     @property
     def num_entities(self) -> int:
@@ -77,10 +135,38 @@ class TemporalKGE(nn.Module):
         table a dense gradient (``rotmem.ops.table_grad``).
         """
         days = as_days(tau, r)
-        head = torch.cat([torch.zeros_like(r, dtype=torch.bool), torch.ones_like(r, dtype=torch.bool)])
-        return self._query(torch.cat([h, t]), torch.cat([r, r]), torch.cat([days, days]), head, sparse_grad)
+        return self._query(
+            torch.cat([h, t]), torch.cat([r, r]), torch.cat([days, days]), head_flags(r), sparse_grad
+        )
 
     # --- scores -----------------------------------------------------------------------------
+    def embedding_score(
+        self,
+        h: torch.Tensor,
+        r: torch.Tensor,
+        t: torch.Tensor,
+        tau: torch.Tensor,
+        sparse_grad: bool = False,
+    ) -> torch.Tensor:
+        """The family's own score (no history term) for days ``tau`` (float64, ``[B]`` or
+        ``[B, J]``): ``[B]`` or ``[B, J]``."""
+        raise NotImplementedError
+
+    def history_bias(
+        self,
+        e: torch.Tensor,
+        r: torch.Tensor,
+        tau: torch.Tensor,
+        head: torch.Tensor,
+        exclude: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """The history term for queries ``(e, r, ?, tau)`` (``head`` True where ``e`` is the known
+        tail) as sparse ``(rows [P], answers [P], bias [P])``, or None without a history.
+        ``exclude [Q]``: each query's own answer, left out of its counts (training)."""
+        if self.history is None:
+            return None
+        return self.history.bias(e, r + head.long() * self.num_relations, tau, exclude)
+
     def score(
         self,
         h: torch.Tensor,
@@ -89,8 +175,19 @@ class TemporalKGE(nn.Module):
         tau: torch.Tensor | float,
         sparse_grad: bool = False,
     ) -> torch.Tensor:
-        """Scores ``f(h, r, t | tau)``: ``[B]`` for ``tau [B]``, or ``[B, J]`` for ``tau [B, J]``."""
-        raise NotImplementedError
+        """Scores ``f(h, r, t | tau)``, history included: ``[B]`` for ``tau [B]``, or ``[B, J]`` for
+        ``tau [B, J]``."""
+        tau = as_days(tau, r)
+        scores = self.embedding_score(h, r, t, tau, sparse_grad)
+        if self.history is None:
+            return scores
+        if tau.dim() == r.dim() + 1:  # several times per fact
+            h, r, t = (x.unsqueeze(-1).expand(tau.shape) for x in (h, r, t))
+        flat_h, flat_r, flat_t = h.reshape(-1), r.reshape(-1), t.reshape(-1)
+        rows, answers, values = self.history.bias(flat_h, flat_r, tau.reshape(-1))
+        hit = answers == flat_t[rows]
+        extra = torch.zeros(flat_h.numel(), dtype=scores.dtype, device=scores.device)
+        return scores + extra.index_add(0, rows[hit], values[hit].to(scores.dtype)).view(scores.shape)
 
     def forward(
         self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor, tau: torch.Tensor | float
@@ -98,13 +195,23 @@ class TemporalKGE(nn.Module):
         """``score(h, r, t, tau)``."""
         return self.score(h, r, t, tau)
 
+    def _scores_all(self, e: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float, head: bool):
+        tau = as_days(tau, r)
+        heads = torch.full_like(r, head, dtype=torch.bool)
+        scores = ops.score_all(self._query(e, r, tau, heads, False), self.entity)
+        bias = self.history_bias(e, r, tau, heads)
+        if bias is not None:
+            rows, answers, values = bias
+            scores = scores.index_put((rows, answers), values.to(scores.dtype), accumulate=True)
+        return scores
+
     def score_tails(self, h: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
-        """Scores ``[B, N]`` of every entity as the tail of ``(h, r, ?, tau)``."""
-        return ops.score_all(self.query_tails(h, r, tau), self.entity)
+        """Scores ``[B, N]`` of every entity as the tail of ``(h, r, ?, tau)``, history included."""
+        return self._scores_all(h, r, tau, head=False)
 
     def score_heads(self, r: torch.Tensor, t: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
-        """Scores ``[B, N]`` of every entity as the head of ``(?, r, t, tau)``."""
-        return ops.score_all(self.query_heads(r, t, tau), self.entity)
+        """Scores ``[B, N]`` of every entity as the head of ``(?, r, t, tau)``, history included."""
+        return self._scores_all(t, r, tau, head=True)
 
     # --- regularisers -----------------------------------------------------------------------
     def regularizer(self, facts: torch.Tensor, kind: str, sparse_grad: bool = False) -> torch.Tensor:
@@ -120,7 +227,10 @@ class TemporalKGE(nn.Module):
     def set_vocabulary(self, entities: Sequence[str], relations: Sequence[str]) -> None:
         """Attach id -> string lists so queries can use names."""
         if len(entities) != self.num_entities or len(relations) != self.num_relations:
-            raise ValueError("vocabulary sizes do not match the model's tables")
+            raise ValueError(
+                f"a vocabulary of {len(entities)} entities and {len(relations)} relations does not fit "
+                f"the model's tables ({self.num_entities} entities, {self.num_relations} relations)"
+            )
         self.entities, self.relations = list(entities), list(relations)
         self._entity_ids = {e: i for i, e in enumerate(self.entities)}
         self._relation_ids = {r: i for i, r in enumerate(self.relations)}
@@ -148,5 +258,8 @@ class TemporalKGE(nn.Module):
         return {"config": config, "entities": self.entities, "relations": self.relations}
 
     def save(self, path: str) -> None:
-        """Save weights, configuration and vocabulary (readable by ``rotmem.load_model``)."""
-        torch.save({"rotmem": self.checkpoint_payload(), "state_dict": self.state_dict()}, path)
+        """Save weights, configuration, vocabulary and the weights' SHA-256 (``rotmem.models.digest``),
+        readable by ``rotmem.load_model``."""
+        state = self.state_dict()
+        payload = self.checkpoint_payload() | {DIGEST_KEY: state_digest(state)}
+        torch.save({"rotmem": payload, "state_dict": state}, path)

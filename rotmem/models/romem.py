@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -34,6 +35,8 @@ class RoMem(TemporalKGE):
 
     Tables: ``entity [N, 2n]``, ``w [R, 2n]`` and, for the ChronoR backbone, ``w_hat [R, 2n]``
     (split-halves complex layout). Indices are int64 tensors; ``tau`` is days since 1970-01-01.
+    ``history_windows`` / ``pair_windows`` (with ``facts``, the training split) add the history
+    term any family can take (``TemporalKGE.add_history``); the paper's model has none.
     """
 
     family = "romem"
@@ -50,6 +53,11 @@ class RoMem(TemporalKGE):
         tau0: float = 0.0,
         init_s: float = 1.0,
         init_base: float = 10000.0,
+        history_windows: Sequence[int] | None = None,
+        pair_windows: Sequence[int] | None = None,
+        history_causal: bool = False,
+        history_eval_splits: Sequence[str] = ("train",),
+        facts: torch.Tensor | None = None,
     ):
         super().__init__()
         if backbone not in BACKBONES:
@@ -78,6 +86,7 @@ class RoMem(TemporalKGE):
         self.spectrum = TemporalSpectrum(self.n, tau0=tau0, init_s=init_s, init_base=init_base)
         self.speed = RelationSpeed(num_relations, source=speed)
         self._days_checked = False
+        self.add_history(history_windows, pair_windows, history_causal, history_eval_splits, facts)
 
     @property
     def tau0(self) -> float:
@@ -135,12 +144,12 @@ class RoMem(TemporalKGE):
         """The real diagonal ``w_r * w_hat_r`` (ChronoR) or ``w_r`` (DistMult): ``[..., 2n]``."""
         return self.w[r] if self.w_hat is None else self.w[r] * self.w_hat[r]
 
-    def score(
+    def embedding_score(
         self,
         h: torch.Tensor,
         r: torch.Tensor,
         t: torch.Tensor,
-        tau: torch.Tensor | float,
+        tau: torch.Tensor,
         sparse_grad: bool = False,
     ) -> torch.Tensor:
         """Direct score ``sum_i Rot(e_h, theta)_i * w_i * w_hat_i * Rot(e_t, theta)_i``: ``[B]``.
@@ -148,7 +157,6 @@ class RoMem(TemporalKGE):
         ``tau`` may be ``[B]`` or ``[B, J]`` (then the result is ``[B, J]``: one score per time).
         ``sparse_grad``: the entity table's gradient is sparse (``rotmem.ops.table_grad``).
         """
-        tau = as_days(tau, r)
         self.check_day_range(tau)
         e_h, e_t = gather_rows(self.entity, h, sparse_grad), gather_rows(self.entity, t, sparse_grad)
         alpha, rel = self.alpha(r), self.relation_vector(r)

@@ -39,8 +39,7 @@ import torch
 from torch import nn
 
 from rotmem import ops
-from rotmem.models.base import TemporalKGE, as_days
-from rotmem.models.history import FactHistory
+from rotmem.models.base import TemporalKGE, both_directions
 from rotmem.models.spectrum import TemporalSpectrum
 from rotmem.models.speeds import RelationSpeed
 from rotmem.models.tntcomplex import complex_product
@@ -79,8 +78,6 @@ class RoMemComplEx(TemporalKGE):
         super().__init__()
         if dim < 2:
             raise ValueError(f"dim must be at least 2, got {dim}")
-        windows = list(history_windows) if history_windows else None
-        pairs = list(pair_windows) if pair_windows else None
         self.config = dict(
             num_entities=num_entities,
             num_relations=num_relations,
@@ -92,10 +89,6 @@ class RoMemComplEx(TemporalKGE):
             init_base=init_base,
             init_scale=init_scale,
             day_table=day_table,
-            history_windows=windows,
-            pair_windows=pairs,
-            history_causal=history_causal,
-            history_eval_splits=list(history_eval_splits),
             hold_rotation=hold_rotation,
         )
         self.n = dim // 2
@@ -109,11 +102,7 @@ class RoMemComplEx(TemporalKGE):
         self.day = table(num_days) if day_table else None
         self.spectrum = TemporalSpectrum(self.n, tau0=tau0, init_s=init_s, init_base=init_base)
         self.speed = RelationSpeed(num_relations, source=speed)
-        self.history = None
-        if windows or pairs:
-            self.history = FactHistory(
-                num_entities, num_relations, windows, pairs, facts, history_causal, history_eval_splits
-            )
+        self.add_history(history_windows, pair_windows, history_causal, history_eval_splits, facts)
 
     @property
     def tau0(self) -> float:
@@ -158,71 +147,29 @@ class RoMemComplEx(TemporalKGE):
         dynamic, static = self.relation_parts(r, tau, head)
         return complex_product(gather_rows(self.entity, e, sparse_grad), dynamic + static)
 
-    def history_bias(
-        self,
-        e: torch.Tensor,
-        r: torch.Tensor,
-        tau: torch.Tensor,
-        head: torch.Tensor,
-        exclude: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-        """The history term as sparse ``(rows, answers, bias)`` for these queries, or None."""
-        if self.history is None:
-            return None
-        return self.history.bias(e, r + head.long() * self.num_relations, tau, exclude)
-
-    def _scores(self, e, r, tau, head: bool) -> torch.Tensor:
-        tau = as_days(tau, r)
-        heads = torch.full_like(r, head, dtype=torch.bool)
-        scores = ops.score_all(self._query(e, r, tau, heads, False), self.entity)
-        bias = self.history_bias(e, r, tau, heads)
-        if bias is not None:
-            rows, answers, values = bias
-            scores = scores.index_put((rows, answers), values.to(scores.dtype), accumulate=True)
-        return scores
-
-    def score_tails(self, h: torch.Tensor, r: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
-        """Scores ``[B, N]`` of every entity as the tail of ``(h, r, ?, tau)``, history included."""
-        return self._scores(h, r, tau, head=False)
-
-    def score_heads(self, r: torch.Tensor, t: torch.Tensor, tau: torch.Tensor | float) -> torch.Tensor:
-        """Scores ``[B, N]`` of every entity as the head of ``(?, r, t, tau)``, history included."""
-        return self._scores(t, r, tau, head=True)
-
-    def score(
+    def embedding_score(
         self,
         h: torch.Tensor,
         r: torch.Tensor,
         t: torch.Tensor,
-        tau: torch.Tensor | float,
+        tau: torch.Tensor,
         sparse_grad: bool = False,
     ) -> torch.Tensor:
-        """``f(h, r, t | τ)``: ``[B]`` for ``tau [B]``, or ``[B, J]`` for ``tau [B, J]``."""
-        tau = as_days(tau, r)
+        """``f(h, r, t | τ)`` without the history: ``[B]`` for ``tau [B]``, ``[B, J]`` for ``[B, J]``."""
         e_h, e_t = gather_rows(self.entity, h, sparse_grad), gather_rows(self.entity, t, sparse_grad)
-        several = tau.dim() == r.dim() + 1
-        if several:
-            r, h, t = (x.unsqueeze(-1).expand(tau.shape) for x in (r, h, t))
-            e_h, e_t = e_h.unsqueeze(-2), e_t.unsqueeze(-2)
+        if tau.dim() == r.dim() + 1:  # several times per fact
+            r, e_h, e_t = r.unsqueeze(-1).expand(tau.shape), e_h.unsqueeze(-2), e_t.unsqueeze(-2)
         dynamic, static = self.relation_parts(r, tau, torch.zeros_like(r, dtype=torch.bool))
-        scores = (complex_product(e_h, dynamic + static) * e_t).sum(-1)
-        if self.history is not None:
-            flat_h, flat_r, flat_t = h.reshape(-1), r.reshape(-1), t.reshape(-1)
-            rows, answers, values = self.history.bias(flat_h, flat_r, tau.reshape(-1))
-            hit = answers == flat_t[rows]
-            extra = torch.zeros(flat_h.numel(), dtype=scores.dtype, device=scores.device)
-            scores = scores + extra.index_add(0, rows[hit], values[hit].to(scores.dtype)).view(scores.shape)
-        return scores
+        return (complex_product(e_h, dynamic + static) * e_t).sum(-1)
 
     # --- regularisers -----------------------------------------------------------------------
     def regularizer(
         self, facts: torch.Tensor, kind: str = "modulus3", sparse_grad: bool = False
     ) -> torch.Tensor:
         """tkbc's N3 over both directions' queries, as ``TNTComplEx.regularizer``."""
-        h, r, t, day = facts.unbind(1)
-        both = torch.cat([torch.zeros_like(r, dtype=torch.bool), torch.ones_like(r, dtype=torch.bool)])
-        dynamic, static = self.relation_parts(torch.cat([r, r]), as_days(torch.cat([day, day]), both), both)
-        ends = gather_rows(self.entity, torch.cat([h, t]), sparse_grad) * 2 ** (1 / 3)
+        ends, rels, days, head = both_directions(facts)
+        dynamic, static = self.relation_parts(rels, days, head)
+        ends = gather_rows(self.entity, ends, sparse_grad) * 2 ** (1 / 3)
         total = 2 * ops.n3([ends], kind=kind) + ops.n3([dynamic, static], kind=kind)
         return total / (2 * facts.shape[0])
 

@@ -5,20 +5,25 @@ a time-dependent part of each relation, beside a time-independent part.
 (split-halves layout). Head queries use reciprocal relations, as tkbc does: ``(?, r, t, τ)`` is
 asked as ``(t, r⁻¹, ?, τ)`` with its own relation rows ``R + r``.
 
-``T(τ)`` is a table with one row per day of the training range ``[first_day, first_day + days)``.
+``T(τ)`` is a table with one row per day of the training range ``[tau0, tau0 + num_days)``.
 A fractional day is read by linear interpolation between its two neighbouring days; a day before
 or after the range reads the range's first or last day (tkbc has no rule: it only scores days it
 has a row for). Days inside the range that no training fact has keep rows that only the
 smoothness penalty (``time_regularizer``) moves, towards their neighbours.
+
+``history_windows`` / ``pair_windows`` add the history term every family can take
+(``rotmem.models.history``; ``TemporalKGE.add_history``): ``f + H(h, r, t, τ)``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
 from rotmem import ops
-from rotmem.models.base import TemporalKGE, as_days
+from rotmem.models.base import TemporalKGE, both_directions
 from rotmem.ops.table_grad import gather_rows
 
 
@@ -34,6 +39,8 @@ class TNTComplEx(TemporalKGE):
 
     Tables: ``entity [N, 2n]``, ``rel_time [2R, 2n]`` (the part ``T(τ)`` modulates),
     ``rel_static [2R, 2n]``, ``time [days, 2n]``; normal init times ``init_scale`` (tkbc: 1e-2).
+    ``facts`` (the training split) fills the history when ``history_windows`` or ``pair_windows``
+    is set; a loaded model restores it from its checkpoint.
     """
 
     family = "tntcomplex"
@@ -43,9 +50,14 @@ class TNTComplEx(TemporalKGE):
         num_entities: int,
         num_relations: int,
         dim: int = 256,
-        first_day: int = 0,
+        tau0: float = 0.0,
         num_days: int = 1,
         init_scale: float = 1e-2,
+        history_windows: Sequence[int] | None = None,
+        pair_windows: Sequence[int] | None = None,
+        history_causal: bool = False,
+        history_eval_splits: Sequence[str] = ("train",),
+        facts: torch.Tensor | None = None,
     ):
         super().__init__()
         if dim < 2 or num_days < 1:
@@ -54,7 +66,7 @@ class TNTComplEx(TemporalKGE):
             num_entities=num_entities,
             num_relations=num_relations,
             dim=dim,
-            first_day=first_day,
+            tau0=float(tau0),
             num_days=num_days,
             init_scale=init_scale,
         )
@@ -67,12 +79,13 @@ class TNTComplEx(TemporalKGE):
         self.rel_time = table(2 * num_relations)
         self.rel_static = table(2 * num_relations)
         self.time = table(num_days)
-        self.first_day = int(first_day)
+        self.tau0 = float(tau0)
+        self.add_history(history_windows, pair_windows, history_causal, history_eval_splits, facts)
 
     def time_embedding(self, tau: torch.Tensor) -> torch.Tensor:
         """``T(τ)`` for days ``tau [...]``: ``[..., 2n]``, interpolated between days, clamped to the
         table's range (module docstring)."""
-        position = (tau.double() - self.first_day).clamp(0, self.time.shape[0] - 1)
+        position = (tau.double() - self.tau0).clamp(0, self.time.shape[0] - 1)
         below = position.floor().long()
         above = (below + 1).clamp(max=self.time.shape[0] - 1)
         weight = (position - below).to(self.time.dtype).unsqueeze(-1)
@@ -92,16 +105,15 @@ class TNTComplEx(TemporalKGE):
         timed, static = self.relation_parts(r, tau, head)
         return complex_product(gather_rows(self.entity, e, sparse_grad), timed + static)
 
-    def score(
+    def embedding_score(
         self,
         h: torch.Tensor,
         r: torch.Tensor,
         t: torch.Tensor,
-        tau: torch.Tensor | float,
+        tau: torch.Tensor,
         sparse_grad: bool = False,
     ) -> torch.Tensor:
-        """``f(h, r, t | τ)``: ``[B]`` for ``tau [B]``, or ``[B, J]`` for ``tau [B, J]``."""
-        tau = as_days(tau, r)
+        """``f(h, r, t | τ)`` without the history: ``[B]`` for ``tau [B]``, ``[B, J]`` for ``[B, J]``."""
         e_h, e_t = gather_rows(self.entity, h, sparse_grad), gather_rows(self.entity, t, sparse_grad)
         if tau.dim() == r.dim() + 1:  # several times per fact
             r, e_h, e_t = r.unsqueeze(-1).expand(tau.shape), e_h.unsqueeze(-2), e_t.unsqueeze(-2)
@@ -113,10 +125,9 @@ class TNTComplEx(TemporalKGE):
     ) -> torch.Tensor:
         """tkbc's N3 over both directions' queries: ``Σ |2^⅓ e_h|³ + |r ⊙ T(τ)|³ + |r'|³ + |2^⅓ e_t|³``
         (pair moduli for ``"modulus3"``), divided by the number of queries ``2B``."""
-        h, r, t, day = facts.unbind(1)
-        both = torch.cat([torch.zeros_like(r, dtype=torch.bool), torch.ones_like(r, dtype=torch.bool)])
-        timed, static = self.relation_parts(torch.cat([r, r]), as_days(torch.cat([day, day]), both), both)
-        ends = gather_rows(self.entity, torch.cat([h, t]), sparse_grad) * 2 ** (1 / 3)
+        ends, rels, days, head = both_directions(facts)
+        timed, static = self.relation_parts(rels, days, head)
+        ends = gather_rows(self.entity, ends, sparse_grad) * 2 ** (1 / 3)
         # each of these entity rows is one query's left side and the other query's right side
         total = 2 * ops.n3([ends], kind=kind) + ops.n3([timed, static], kind=kind)
         return total / (2 * facts.shape[0])
