@@ -122,10 +122,11 @@ def commit_of(root: Path) -> str:
 
 
 class RaceClock:
-    """A Lightning callback: counts training seconds, stops past the budget, and after each epoch
-    (clock stopped) hands the epoch, the seconds and the module to ``on_epoch``."""
+    """A Lightning callback: counts training seconds, stops past the budget (``budget_s`` seconds or
+    ``budget_epochs`` epochs, fractional: the epoch ends at the first batch that reaches it), and
+    after each epoch (clock stopped) hands the epoch, the seconds and the module to ``on_epoch``."""
 
-    def __init__(self, budget_s: float, on_epoch):
+    def __init__(self, budget_s: float, budget_epochs: float, on_epoch):
         import pytorch_lightning as pl
 
         class Callback(pl.Callback):
@@ -133,7 +134,8 @@ class RaceClock:
                 self.started = time.perf_counter()
 
             def on_train_batch_end(cb, trainer, module, outputs, batch, batch_idx):
-                if self.spent + time.perf_counter() - self.started >= budget_s:
+                done = trainer.current_epoch + (batch_idx + 1) / trainer.num_training_batches
+                if self.spent + time.perf_counter() - self.started >= budget_s or done >= budget_epochs:
                     trainer.should_stop = True
                 self.batches = batch_idx + 1
 
@@ -149,16 +151,19 @@ class RaceClock:
 def race_one(
     config: Path,
     budget_s: float,
-    max_epochs: int,
+    budget_epochs: float,
     overrides: list[str],
     threshold: int,
     record,
     time_auc: bool = True,
+    eval_facts: int | None = None,
 ) -> None:
     """Train ``config`` once; ``record(split, checkpoint, epoch, seconds, metrics, history)`` gets
     the validation metrics of every epoch and the test metrics of the last and the best epoch.
     ``metrics``: ``{subset: {"filter/tie": {"mrr": .., "queries": ..}}}``, test ones with ``time_auc``
-    unless ``time_auc=False`` (it costs one more pass over the test split)."""
+    unless ``time_auc=False`` (it costs one more pass over the test split). ``eval_facts``: rank a
+    random sample of that many facts of each split (the same for every config and seed), and every
+    data-poor test fact, instead of the whole splits."""
     import pytorch_lightning as pl
     import torch
 
@@ -171,9 +176,12 @@ def race_one(
     history = getattr(module.model, "history", None) is not None
     best = {"mrr": -math.inf}
 
+    samples = {split: eval_sample(kg.split(split).shape[0], eval_facts) for split in ("valid", "test")}
+    poor = data_poor_facts(kg, "test", threshold)
+
     def on_epoch(epoch: float, seconds: float, module) -> None:
         with torch.no_grad():
-            metrics = evaluate_subsets(module.model, kg, {}, "valid")
+            metrics = evaluate_subsets(module.model, kg, {}, "valid", rows=samples["valid"])
         record("valid", "epoch", epoch, seconds, metrics, history)
         mrr = metrics["all"]["time-aware/realistic"]["mrr"]
         if mrr > best["mrr"]:
@@ -182,16 +190,20 @@ def race_one(
 
     def test(model) -> dict:
         with torch.no_grad():
-            metrics = evaluate_subsets(
-                model, kg, {"data-poor": data_poor_facts(kg, "test", threshold)}, "test"
-            )
+            if samples["test"] is None:
+                metrics = evaluate_subsets(model, kg, {"data-poor": poor}, "test")
+            else:
+                metrics = evaluate_subsets(model, kg, {}, "test", rows=samples["test"])
+                if bool(poor.any()):
+                    rows = poor.nonzero().squeeze(1)
+                    metrics["data-poor"] = evaluate_subsets(model, kg, {}, "test", rows=rows)["all"]
             if time_auc:
                 metrics["all"]["time_auc"] = time_discrimination(model, kg, "test")["auc"]
         return metrics
 
-    clock = RaceClock(budget_s, on_epoch)
+    clock = RaceClock(budget_s, budget_epochs, on_epoch)
     trainer = pl.Trainer(
-        max_epochs=max_epochs,
+        max_epochs=math.ceil(budget_epochs),
         accelerator="cpu",
         devices=1,
         logger=False,
@@ -213,6 +225,16 @@ def race_one(
         module.model.load_state_dict(best["state"])
         best_metrics = test(module.model)
     record("test", "best-valid", best["epoch"], best["seconds"], best_metrics, history)
+
+
+def eval_sample(size: int, count: int | None):
+    """``count`` positions of ``range(size)`` (an int64 tensor) drawn without replacement (seed 0,
+    sorted), or None (rank every fact) when ``count`` is None or not smaller than ``size``."""
+    import torch
+
+    if count is None or count >= size:
+        return None
+    return torch.randperm(size, generator=torch.Generator().manual_seed(0))[:count].sort().values
 
 
 def csv_rows(base: dict, split: str, checkpoint: str, epoch, seconds, metrics: dict) -> list[dict]:
@@ -437,7 +459,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--budget-s", type=float, default=None, help="training seconds per run (default 900)")
-    budget.add_argument("--budget-epochs", type=int, default=None, help="training epochs per run")
+    budget.add_argument(
+        "--budget-epochs", type=float, default=None, help="training epochs per run (fractional: batches)"
+    )
     parser.add_argument(
         "--configs", nargs="+", default=DEFAULT_CONFIGS, help="config files or packaged config names"
     )
@@ -471,6 +495,13 @@ def main() -> int:
         help="more overrides for every config, as rotmem fit takes them (e.g. data.batch_size=4000)",
     )
     parser.add_argument(
+        "--eval-facts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="rank a random sample of N facts of valid and test (every data-poor one too), not all",
+    )
+    parser.add_argument(
         "--no-time-auc", action="store_true", help="skip time discrimination (one pass over test fewer)"
     )
     parser.add_argument("--out-dir", default=str(ROOT / "benchmarks/results/accuracy_race"))
@@ -488,9 +519,9 @@ def main() -> int:
         write_outputs(read_csv(args.summarize), out)
         return 0
     if args.budget_epochs is not None:
-        budget_s, max_epochs = math.inf, args.budget_epochs
+        budget_s, budget_epochs = math.inf, args.budget_epochs
     else:
-        budget_s, max_epochs = (900.0 if args.budget_s is None else args.budget_s), args.max_epochs
+        budget_s, budget_epochs = (900.0 if args.budget_s is None else args.budget_s), args.max_epochs
 
     import torch
 
@@ -549,11 +580,12 @@ def main() -> int:
                 race_one(
                     config,
                     budget_s,
-                    max_epochs,
+                    budget_epochs,
                     seeded,
                     args.data_poor_threshold,
                     record,
                     not args.no_time_auc,
+                    args.eval_facts,
                 )
     if rows:
         write_outputs(rows, out)

@@ -227,6 +227,7 @@ def test_accuracy_race_smoke(tmp_path):
             "synthetic",
             "--hold-out-weeks",
             "7",
+            "--no-time-auc",
             "--out-dir",
             str(tmp_path / "held"),
         ],
@@ -237,7 +238,9 @@ def test_accuracy_race_smoke(tmp_path):
     )
     assert held.returncode == 0, held.stderr[-2000:]
     with (tmp_path / "held" / "accuracy_race.csv").open() as f:
-        assert {r["protocol"] for r in csv.DictReader(f)} == {"hold-out-weeks-7"}
+        held_rows = list(csv.DictReader(f))
+    assert {r["protocol"] for r in held_rows} == {"hold-out-weeks-7"}
+    assert {r["time_auc"] for r in held_rows} == {""}  # --no-time-auc
 
 
 def test_plot_paper_curve_draws_both_runs_and_refuses_a_missing_model(tmp_path):

@@ -39,11 +39,14 @@ def evaluate_subsets(
     split: str = "test",
     filters: Iterable[str] = FILTERS,
     batch_size: int = 1000,
+    rows: torch.Tensor | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """``{subset: {"time-aware/realistic": {"mrr": .., "hits@1": .., "queries": n}, ..}}`` for the
     whole split (subset ``"all"``) and each mask of ``subsets`` (``[M]`` bool over the split's
     facts), every filter and tie rule, from one ranking pass. ``queries`` counts both directions; a
-    subset with no fact gets no entry."""
+    subset with no fact gets no entry. ``rows`` (int64 positions in the split, e.g. a random sample)
+    ranks those facts only: ``"all"`` is then them, and each subset their facts inside the mask.
+    The filters always know every fact of every split."""
     filters = tuple(filters)
     facts = kg.split(split)
     for name, mask in subsets.items():
@@ -51,6 +54,8 @@ def evaluate_subsets(
             raise ValueError(
                 f"subset {name!r}: mask of shape {tuple(mask.shape)}, split has {facts.shape[0]}"
             )
+    if rows is not None:
+        facts, subsets = facts[rows], {name: mask[rows] for name, mask in subsets.items()}
     was_training = model.training
     model.eval()
     try:
