@@ -220,7 +220,10 @@ def test_accuracy_race_smoke(tmp_path):
     assert (again / "accuracy_race.md").read_text() == table
     held = subprocess.run(
         [
-            *command[:4],
+            *command[:3],
+            "0.5",  # a fractional epoch budget
+            "--eval-facts",
+            "200",
             "--configs",
             "icews05-15-tntcomplex.yaml",
             "--data",
@@ -241,6 +244,9 @@ def test_accuracy_race_smoke(tmp_path):
         held_rows = list(csv.DictReader(f))
     assert {r["protocol"] for r in held_rows} == {"hold-out-weeks-7"}
     assert {r["time_auc"] for r in held_rows} == {""}  # --no-time-auc
+    assert {r["queries"] for r in held_rows if r["subset"] == "all"} == {"400"}  # 200 facts, 2 directions
+    batches = -(-29077 // 500)  # the synthetic train split without its held-out weeks, batches of 500
+    assert {float(r["epoch"]) for r in held_rows} == {round(-(-batches // 2) / batches, 3)}
 
 
 def test_plot_paper_curve_draws_both_runs_and_refuses_a_missing_model(tmp_path):

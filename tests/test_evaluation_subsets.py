@@ -45,11 +45,16 @@ def test_a_subset_scores_as_its_facts_ranked_alone(synthetic, batch_size):
         assert got["all"][key] == values | {"queries": 2 * facts.shape[0]}
     alone = rank_queries(model, facts[mask], answer_filters(kg, FILTERS), FILTERS, batch_size)
     for (kind, tie), ranks in alone.items():
-        mine, expected = got["r0"][f"{kind}/{tie}"], metrics_from_ranks(ranks)
+        mine, expected = dict(got["r0"][f"{kind}/{tie}"]), metrics_from_ranks(ranks)
         assert mine["queries"] == 2 * int(mask.sum()) == ranks.shape[0]
         # the same ranks summed in another order: float64 rounding of < 10^4 terms each <= 1
         assert abs(mine.pop("mrr") - expected.pop("mrr")) < 1e-12
         assert {k: v for k, v in mine.items() if k != "queries"} == expected  # hits: exact counts
     assert got["r0"]["time-aware/realistic"] != got["all"]["time-aware/realistic"]  # a real subset
+    rows = mask.nonzero().squeeze(1)  # ranking only those rows: "all" is them, a subset inside them
+    sampled = evaluate_subsets(model, kg, {"r0": mask}, "test", batch_size=batch_size, rows=rows)
+    for key in got["r0"]:
+        assert sampled["all"][key]["queries"] == sampled["r0"][key]["queries"] == got["r0"][key]["queries"]
+        assert abs(sampled["all"][key]["mrr"] - got["r0"][key]["mrr"]) < 1e-12
     with pytest.raises(ValueError, match="mask of shape"):
         evaluate_subsets(model, kg, {"bad": mask[:-1]}, "test")
