@@ -1,44 +1,83 @@
-"""Accuracy race: each model config trains for the same wall-clock budget on this machine, one after
-another, and the test split is evaluated after every epoch under both filters and all tie rules.
+"""Accuracy race: each model config trains for the same budget (training seconds or epochs), one seed
+after another; the validation split is ranked after every epoch and the test split once per run, at
+the end, for the last epoch and for the best-validation (monitored) epoch.
 
-    ROTMEM_DATA_DIR=../shared/data python benchmarks/accuracy_race.py --budget-s 900
+    ROTMEM_DATA_DIR=../shared/data python benchmarks/accuracy_race.py --budget-s 900 --seeds 0 1 2
+    ROTMEM_DATA_DIR=../shared/data python benchmarks/accuracy_race.py --budget-epochs 1 --seeds 0 1 2
 
-The clock counts training only: it stops while the test split is evaluated (evaluation is the
-measurement, not part of the race) and a model stops at the first batch that ends past the budget,
-so its last epoch may be partial (the ``epoch`` column is then fractional). Each config is built
-exactly as ``rotmem fit --config`` builds it (its model, data and ``gradient_clip_val``); its own
-epoch limit, validation and checkpoints are not used. Writes ``<out>/accuracy_race.csv`` (one row
-per model, epoch, filter and tie rule, with the command), ``accuracy_race.png`` (time-aware MRR,
-realistic ties, against training seconds) and prints the final table.
+The clock counts training only: it stops while a split is ranked (evaluation is the measurement,
+not part of the race) and a model stops at the first batch that ends past a seconds budget, so its
+last epoch may be partial (the ``epoch`` column is then fractional). An epoch budget does not depend
+on the machine or its load, a seconds budget does. Each config is built exactly as ``rotmem fit
+--config`` builds it (its model, data and ``gradient_clip_val``); a seed sets ``seed_everything``
+and ``data.seed``; the config's own epoch limit, validation and checkpoints are not used. The best
+epoch is the one with the highest time-aware validation MRR (realistic ties); its weights are kept in
+memory and ranked on test beside the last epoch's. Test metrics come for every fact and for the
+data-poor facts (relation with fewer than ``--data-poor-threshold`` training facts), under both
+filters and all tie rules.
+
+Writes ``<out>/accuracy_race.csv`` (one row per run, split, checkpoint, filter, tie rule and
+subset, with the commit and the command), ``accuracy_race_summary.csv`` (mean and sd over seeds),
+``accuracy_race.md`` (the table) and ``accuracy_race.png`` (validation MRR per epoch, test MRR with
+its sd). ``--summarize CSV ...`` remakes the last three from earlier runs' CSVs.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
+import math
 import os
 import shlex
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIGS = ["icews05-15-cpu.yaml", "icews05-15-tntcomplex.yaml"]
+METRICS = ["mrr", "hits@1", "hits@3", "hits@10"]
 FIELDS = [
     "model",
     "config",
+    "seed",
+    "history",
+    "protocol",
+    "split",
+    "checkpoint",
     "epoch",
     "train_seconds",
     "filter",
     "tie",
-    "mrr",
-    "hits@1",
-    "hits@3",
-    "hits@10",
+    "subset",
+    "queries",
+    *METRICS,
     "time_auc",
-    "split",
     "threads",
+    "commit",
     "command",
+]
+SUMMARY_FIELDS = [
+    "model",
+    "history",
+    "protocol",
+    "checkpoint",
+    "filter",
+    "tie",
+    "subset",
+    "seeds",
+    "queries",
+    "epoch_mean",
+    "mrr_mean",
+    "mrr_sd",
+    "hits@10_mean",
+    "hits@10_sd",
+    "time_auc_mean",
+    "time_auc_sd",
+    "valid_mrr_mean",
+    "valid_mrr_sd",
 ]
 
 
@@ -68,11 +107,26 @@ def build(config: Path, overrides: list[str]):
     return cli.model, cli.datamodule, cli.config.get("trainer", {}).get("gradient_clip_val")
 
 
-class RaceClock:
-    """A Lightning callback: counts training seconds, stops past the budget, evaluates after each
-    epoch with the clock stopped, and hands the rows to ``record``."""
+def commit_of(root: Path) -> str:
+    """The checkout's commit (``+dirty`` when tracked files differ from it), or ``unknown``."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True
+        )
+        dirty = subprocess.run(["git", "-C", str(root), "diff", "--quiet", "HEAD"], capture_output=True)
+    except OSError:
+        return "unknown"
+    if head.returncode != 0:
+        return "unknown"
+    return head.stdout.strip() + ("+dirty" if dirty.returncode == 1 else "")
 
-    def __init__(self, budget_s: float, evaluate, record):
+
+class RaceClock:
+    """A Lightning callback: counts training seconds, stops past the budget (``budget_s`` seconds or
+    ``budget_epochs`` epochs, fractional: the epoch ends at the first batch that reaches it), and
+    after each epoch (clock stopped) hands the epoch, the seconds and the module to ``on_epoch``."""
+
+    def __init__(self, budget_s: float, budget_epochs: float, on_epoch):
         import pytorch_lightning as pl
 
         class Callback(pl.Callback):
@@ -80,39 +134,76 @@ class RaceClock:
                 self.started = time.perf_counter()
 
             def on_train_batch_end(cb, trainer, module, outputs, batch, batch_idx):
-                if self.spent + time.perf_counter() - self.started >= budget_s:
+                done = trainer.current_epoch + (batch_idx + 1) / trainer.num_training_batches
+                if self.spent + time.perf_counter() - self.started >= budget_s or done >= budget_epochs:
                     trainer.should_stop = True
                 self.batches = batch_idx + 1
 
             def on_train_epoch_end(cb, trainer, module):
                 self.spent += time.perf_counter() - self.started
                 epoch = trainer.current_epoch + self.batches / trainer.num_training_batches
-                record(round(epoch, 3), round(self.spent, 1), evaluate(module.model))
+                on_epoch(round(epoch, 3), round(self.spent, 1), module)
 
         self.spent, self.started, self.batches = 0.0, 0.0, 0
         self.callback = Callback()
 
 
-def race_one(config: Path, budget_s: float, max_epochs: int, overrides: list[str], record) -> None:
+def race_one(
+    config: Path,
+    budget_s: float,
+    budget_epochs: float,
+    overrides: list[str],
+    threshold: int,
+    record,
+    time_auc: bool = True,
+    eval_facts: int | None = None,
+) -> None:
+    """Train ``config`` once; ``record(split, checkpoint, epoch, seconds, metrics, history)`` gets
+    the validation metrics of every epoch and the test metrics of the last and the best epoch.
+    ``metrics``: ``{subset: {"filter/tie": {"mrr": .., "queries": ..}}}``, test ones with ``time_auc``
+    unless ``time_auc=False`` (it costs one more pass over the test split). ``eval_facts``: rank a
+    random sample of that many facts of each split (the same for every config and seed), and every
+    data-poor test fact, instead of the whole splits."""
     import pytorch_lightning as pl
     import torch
 
     from rotmem.commands.demo import ensure_gate
-    from rotmem.evaluation import evaluate_all, time_discrimination
+    from rotmem.evaluation import data_poor_facts, evaluate_subsets, time_discrimination
 
     module, data, clip = build(config, overrides)
     ensure_gate(config, data.hparams.dataset, data.hparams.data_dir)
     kg = data.kg
+    history = getattr(module.model, "history", None) is not None
+    best = {"mrr": -math.inf}
 
-    def evaluate(model) -> dict:
+    samples = {split: eval_sample(kg.split(split).shape[0], eval_facts) for split in ("valid", "test")}
+    poor = data_poor_facts(kg, "test", threshold)
+
+    def on_epoch(epoch: float, seconds: float, module) -> None:
         with torch.no_grad():
-            metrics = evaluate_all(model, kg, "test")
-            metrics["time_auc"] = time_discrimination(model, kg, "test")["auc"]
+            metrics = evaluate_subsets(module.model, kg, {}, "valid", rows=samples["valid"])
+        record("valid", "epoch", epoch, seconds, metrics, history)
+        mrr = metrics["all"]["time-aware/realistic"]["mrr"]
+        if mrr > best["mrr"]:
+            state = copy.deepcopy(module.model.state_dict())  # tensors and extra state
+            best.update(mrr=mrr, epoch=epoch, seconds=seconds, state=state)
+
+    def test(model) -> dict:
+        with torch.no_grad():
+            if samples["test"] is None:
+                metrics = evaluate_subsets(model, kg, {"data-poor": poor}, "test")
+            else:
+                metrics = evaluate_subsets(model, kg, {}, "test", rows=samples["test"])
+                if bool(poor.any()):
+                    rows = poor.nonzero().squeeze(1)
+                    metrics["data-poor"] = evaluate_subsets(model, kg, {}, "test", rows=rows)["all"]
+            if time_auc:
+                metrics["all"]["time_auc"] = time_discrimination(model, kg, "test")["auc"]
         return metrics
 
-    clock = RaceClock(budget_s, evaluate, record)
+    clock = RaceClock(budget_s, budget_epochs, on_epoch)
     trainer = pl.Trainer(
-        max_epochs=max_epochs,
+        max_epochs=math.ceil(budget_epochs),
         accelerator="cpu",
         devices=1,
         logger=False,
@@ -125,45 +216,277 @@ def race_one(config: Path, budget_s: float, max_epochs: int, overrides: list[str
         callbacks=[clock.callback],
     )
     trainer.fit(module, datamodule=data)
+    last_epoch = trainer.current_epoch - 1 + clock.batches / trainer.num_training_batches
+    last = test(module.model)
+    record("test", "last", round(last_epoch, 3), round(clock.spent, 1), last, history)
+    if best["epoch"] == round(last_epoch, 3):
+        best_metrics = last
+    else:
+        module.model.load_state_dict(best["state"])
+        best_metrics = test(module.model)
+    record("test", "best-valid", best["epoch"], best["seconds"], best_metrics, history)
 
 
-def plot(rows: list[dict], path: Path) -> None:
+def eval_sample(size: int, count: int | None):
+    """``count`` positions of ``range(size)`` (an int64 tensor) drawn without replacement (seed 0,
+    sorted), or None (rank every fact) when ``count`` is None or not smaller than ``size``."""
+    import torch
+
+    if count is None or count >= size:
+        return None
+    return torch.randperm(size, generator=torch.Generator().manual_seed(0))[:count].sort().values
+
+
+def csv_rows(base: dict, split: str, checkpoint: str, epoch, seconds, metrics: dict) -> list[dict]:
+    """The CSV rows of one evaluation: one per subset, filter and tie rule."""
+    rows = []
+    for subset, by_key in metrics.items():
+        auc = by_key.get("time_auc")
+        for key, values in by_key.items():
+            if key == "time_auc":
+                continue
+            kind, tie = key.split("/")
+            row = dict(base, split=split, checkpoint=checkpoint, epoch=epoch, train_seconds=seconds)
+            row.update(filter=kind, tie=tie, subset=subset, queries=values["queries"])
+            row.update({m: round(values[m], 4) for m in METRICS})
+            row["time_auc"] = "" if auc is None else round(auc, 4)
+            rows.append(row)
+    return rows
+
+
+def mean_sd(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (NaN for one value)."""
+    mean = statistics.fmean(values)
+    return mean, statistics.stdev(values) if len(values) > 1 else math.nan
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Mean and sd over seeds of every test figure (per model, protocol, checkpoint, filter, tie and
+    subset), with the best validation MRR (time-aware, realistic ties) of the same runs."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["split"] == "test":
+            key = (
+                r["model"],
+                r["history"],
+                r["protocol"],
+                r["checkpoint"],
+                r["filter"],
+                r["tie"],
+                r["subset"],
+            )
+            groups.setdefault(key, []).append(r)
+    best_valid: dict[tuple, float] = {}
+    for r in rows:
+        if r["split"] == "valid" and r["filter"] == "time-aware" and r["tie"] == "realistic":
+            key = (r["model"], r["protocol"], r["seed"])
+            best_valid[key] = max(best_valid.get(key, -math.inf), float(r["mrr"]))
+    out = []
+    for (model, history, protocol, checkpoint, kind, tie, subset), members in groups.items():
+        row = dict(model=model, history=history, protocol=protocol, checkpoint=checkpoint)
+        row.update(filter=kind, tie=tie, subset=subset, seeds=len(members), queries=members[0]["queries"])
+        row["epoch_mean"] = round(statistics.fmean(float(m["epoch"]) for m in members), 3)
+        for metric in ("mrr", "hits@10", "time_auc"):
+            values = [float(m[metric]) for m in members if m[metric] not in ("", None)]
+            mean, sd = mean_sd(values) if values else (math.nan, math.nan)
+            row[f"{metric}_mean"], row[f"{metric}_sd"] = round(mean, 4), round(sd, 4)
+        valid = [
+            best_valid[(model, protocol, m["seed"])]
+            for m in members
+            if (model, protocol, m["seed"]) in best_valid
+        ]
+        mean, sd = mean_sd(valid) if valid else (math.nan, math.nan)
+        row["valid_mrr_mean"], row["valid_mrr_sd"] = round(mean, 4), round(sd, 4)
+        out.append(row)
+    return out
+
+
+def pm(mean: float, sd: float) -> str:
+    """``0.6123 ± 0.0021`` (no sd for one seed)."""
+    if math.isnan(mean):
+        return "—"
+    return f"{mean:.4f}" if math.isnan(sd) else f"{mean:.4f} ± {sd:.4f}"
+
+
+def markdown(summary: list[dict], commands: list[str]) -> str:
+    """The race table (realistic ties): per model and protocol, test MRR of the last and the best
+    validation epoch under both filters, the data-poor subset, time-AUC and validation MRR."""
+
+    def find(model, protocol, checkpoint, kind, subset="all"):
+        for s in summary:
+            if (s["model"], s["protocol"], s["checkpoint"], s["filter"], s["tie"], s["subset"]) == (
+                model,
+                protocol,
+                checkpoint,
+                kind,
+                "realistic",
+                subset,
+            ):
+                return s
+        return None
+
+    lines = [
+        "Test MRR, realistic ties, mean ± sd over seeds; `last` is the last epoch, `best valid` the epoch "
+        "with the highest time-aware validation MRR; data-poor: the test facts whose relation has fewer "
+        "training facts than `--data-poor-threshold` (100 unless the command says otherwise).",
+        "",
+        "| model | history term | protocol | seeds | epochs | valid time-aware (best) "
+        "| time-aware, last | static, last | time-aware, best valid (epoch) "
+        "| data-poor time-aware, last (queries) | time-AUC, last |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for model, protocol in dict.fromkeys((s["model"], s["protocol"]) for s in summary):
+        ta, st = find(model, protocol, "last", "time-aware"), find(model, protocol, "last", "static")
+        best = find(model, protocol, "best-valid", "time-aware")
+        poor = find(model, protocol, "last", "time-aware", "data-poor")
+        if ta is None or st is None:
+            continue
+        cells = [
+            model,
+            ta["history"],
+            protocol,
+            str(ta["seeds"]),
+            f"{ta['epoch_mean']:g}",
+            pm(ta["valid_mrr_mean"], ta["valid_mrr_sd"]),
+            pm(ta["mrr_mean"], ta["mrr_sd"]),
+            pm(st["mrr_mean"], st["mrr_sd"]),
+            "—" if best is None else f"{pm(best['mrr_mean'], best['mrr_sd'])} ({best['epoch_mean']:g})",
+            "—" if poor is None else f"{pm(poor['mrr_mean'], poor['mrr_sd'])} ({poor['queries']})",
+            pm(ta["time_auc_mean"], ta["time_auc_sd"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Commands:", ""] + [f"    {c}" for c in commands]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], summary: list[dict], path: Path) -> None:
+    """Left: time-aware validation MRR (realistic ties) per epoch, mean over seeds with a ±sd band.
+    Right: time-aware and static test MRR of the last epoch, mean ± sd over seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, kind in zip(axes, ("time-aware", "static"), strict=True):
-        for model in dict.fromkeys(r["model"] for r in rows):
-            points = [
-                r for r in rows if r["model"] == model and r["filter"] == kind and r["tie"] == "realistic"
-            ]
-            ax.plot([p["train_seconds"] for p in points], [p["mrr"] for p in points], marker="o", label=model)
-        ax.set_xlabel("training seconds (this machine)")
-        ax.set_ylabel(f"test MRR, {kind} filter, realistic ties")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
+    runs = list(dict.fromkeys((r["model"], r["protocol"]) for r in rows))
+    for model, protocol in runs:
+        by_epoch: dict[float, list[float]] = {}
+        for r in rows:
+            if (r["model"], r["protocol"], r["split"], r["filter"], r["tie"]) == (
+                model,
+                protocol,
+                "valid",
+                "time-aware",
+                "realistic",
+            ):
+                by_epoch.setdefault(float(r["epoch"]), []).append(float(r["mrr"]))
+        if not by_epoch:
+            continue
+        epochs = sorted(by_epoch)
+        stats = [mean_sd(by_epoch[e]) for e in epochs]
+        means = [m for m, _ in stats]
+        sds = [0.0 if math.isnan(s) else s for _, s in stats]
+        (line,) = left.plot(epochs, means, marker="o", label=f"{model} ({protocol})")
+        left.fill_between(
+            epochs,
+            [m - s for m, s in zip(means, sds, strict=True)],
+            [m + s for m, s in zip(means, sds, strict=True)],
+            alpha=0.2,
+            color=line.get_color(),
+        )
+    left.set_xlabel("epoch")
+    left.set_ylabel("validation MRR, time-aware filter, realistic ties")
+    left.grid(alpha=0.3)
+    left.legend(fontsize=7)
+    labels = []
+    for i, (model, protocol) in enumerate(runs):
+        for kind, marker in (("time-aware", "o"), ("static", "s")):
+            s = next(
+                (
+                    s
+                    for s in summary
+                    if (s["model"], s["protocol"], s["checkpoint"], s["filter"], s["tie"], s["subset"])
+                    == (model, protocol, "last", kind, "realistic", "all")
+                ),
+                None,
+            )
+            if s is not None:
+                sd = 0.0 if math.isnan(s["mrr_sd"]) else s["mrr_sd"]
+                right.errorbar(
+                    s["mrr_mean"],
+                    i,
+                    xerr=sd,
+                    fmt=marker,
+                    capsize=3,
+                    color="C0" if kind == "time-aware" else "C1",
+                    label=kind if i == 0 else None,
+                )
+        labels.append(f"{model}\n({protocol})")
+    right.set_yticks(range(len(runs)), labels, fontsize=7)
+    right.set_xlabel("test MRR, last epoch, realistic ties (mean ± sd over seeds)")
+    right.grid(alpha=0.3)
+    right.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
+def read_csv(paths: list[str]) -> list[dict]:
+    rows: list[dict] = []
+    for path in paths:
+        with open(path, newline="") as handle:
+            rows += list(csv.DictReader(handle))
+    return rows
+
+
+def write_outputs(rows: list[dict], out: Path) -> None:
+    """``accuracy_race_summary.csv``, ``accuracy_race.md`` and ``accuracy_race.png`` from ``rows``."""
+    summary = summarize(rows)
+    with open(out / "accuracy_race_summary.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=SUMMARY_FIELDS)
+        writer.writeheader()
+        writer.writerows(summary)
+    commands = list(dict.fromkeys(f"{r['command']}  # commit {r['commit']}" for r in rows))
+    table = markdown(summary, commands)
+    (out / "accuracy_race.md").write_text(table)
+    plot(rows, summary, out / "accuracy_race.png")
+    print("\n" + table)
+    print(
+        f"wrote {out / 'accuracy_race_summary.csv'}, {out / 'accuracy_race.md'}, {out / 'accuracy_race.png'}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--budget-s", type=float, default=900.0, help="training seconds per model")
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--budget-s", type=float, default=None, help="training seconds per run (default 900)")
+    budget.add_argument(
+        "--budget-epochs", type=float, default=None, help="training epochs per run (fractional: batches)"
+    )
     parser.add_argument(
         "--configs", nargs="+", default=DEFAULT_CONFIGS, help="config files or packaged config names"
     )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per seed and config")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--max-epochs", type=int, default=1000, help="stop earlier than the budget")
-    parser.add_argument(
+    parser.add_argument("--max-epochs", type=int, default=1000, help="stop a seconds budget earlier")
+    split = parser.add_mutually_exclusive_group()
+    split.add_argument(
         "--time-split",
         nargs=2,
         metavar=("VALID_FROM", "TEST_FROM"),
         default=None,
         help="temporal extrapolation: re-split the data by date (rotmem.data.split_by_time)",
     )
+    split.add_argument(
+        "--hold-out-weeks",
+        type=int,
+        default=None,
+        metavar="N",
+        help="hold every N-th week out of training, validate and test on it (rotmem.data.hold_out_weeks)",
+    )
     parser.add_argument("--data", default=None, help="override the configs' dataset (e.g. synthetic)")
+    parser.add_argument(
+        "--data-poor-threshold", type=int, default=100, help="data-poor: fewer training facts of the relation"
+    )
     parser.add_argument(
         "--set",
         nargs="+",
@@ -171,8 +494,34 @@ def main() -> int:
         metavar="KEY=VALUE",
         help="more overrides for every config, as rotmem fit takes them (e.g. data.batch_size=4000)",
     )
+    parser.add_argument(
+        "--eval-facts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="rank a random sample of N facts of valid and test (every data-poor one too), not all",
+    )
+    parser.add_argument(
+        "--no-time-auc", action="store_true", help="skip time discrimination (one pass over test fewer)"
+    )
     parser.add_argument("--out-dir", default=str(ROOT / "benchmarks/results/accuracy_race"))
+    parser.add_argument(
+        "--summarize", nargs="+", default=None, metavar="CSV", help="only remake the summary from these CSVs"
+    )
     args = parser.parse_args()
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.summarize:
+        for path in args.summarize:
+            if not Path(path).is_file():
+                print(f"accuracy_race: no such CSV {path}", file=sys.stderr)
+                return 2
+        write_outputs(read_csv(args.summarize), out)
+        return 0
+    if args.budget_epochs is not None:
+        budget_s, budget_epochs = math.inf, args.budget_epochs
+    else:
+        budget_s, budget_epochs = (900.0 if args.budget_s is None else args.budget_s), args.max_epochs
 
     import torch
 
@@ -180,68 +529,67 @@ def main() -> int:
     command = "python " + shlex.join(["benchmarks/accuracy_race.py", *sys.argv[1:]])
     if os.environ.get("ROTMEM_DATA_DIR"):
         command = f"ROTMEM_DATA_DIR={os.environ['ROTMEM_DATA_DIR']} {command}"
-    print(f"command: {command}", flush=True)
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    commit = commit_of(ROOT)
+    print(f"command: {command}  (commit {commit})", flush=True)
     csv_path = out / "accuracy_race.csv"
-    rows: list[dict] = []
-    overrides = ["--data.time_split", str(list(args.time_split))] if args.time_split else []
+    overrides, protocol = [], "standard"
+    if args.time_split:
+        overrides, protocol = ["--data.time_split", str(list(args.time_split))], "time-split"
+    if args.hold_out_weeks is not None:
+        overrides = ["--data.hold_out_weeks", str(args.hold_out_weeks)]
+        protocol = f"hold-out-weeks-{args.hold_out_weeks}"
     if args.data:
         overrides += ["--data.dataset", args.data]
     for item in args.set:
         key, _, value = item.partition("=")
         overrides += [f"--{key}", value]
 
+    rows: list[dict] = []
     with open(csv_path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=FIELDS)
         writer.writeheader()
         for name in args.configs:
             config = config_path(name)
-            model = config.stem
+            for seed in args.seeds:
+                base = dict(model=config.stem, config=config.name, seed=seed, protocol=protocol)
+                base.update(threads=args.threads, commit=commit, command=command)
 
-            def record(epoch: float, seconds: float, metrics: dict, model=model, config=config) -> None:
-                print(
-                    f"{model:32s} epoch {epoch:6.2f} {seconds:7.1f} s  "
-                    f"time-aware {metrics['time-aware/realistic']['mrr']:.4f}  "
-                    f"static {metrics['static/realistic']['mrr']:.4f}  time-AUC {metrics['time_auc']:.4f}",
-                    flush=True,
-                )
-                for key, values in metrics.items():
-                    if key == "time_auc":
-                        continue
-                    kind, tie = key.split("/")
-                    row = dict(
-                        model=model,
-                        config=config.name,
-                        epoch=epoch,
-                        train_seconds=seconds,
-                        filter=kind,
-                        tie=tie,
-                        time_auc=round(metrics["time_auc"], 4),
-                        split="time" if args.time_split else "standard",
-                        threads=args.threads,
-                        command=command,
+                def record(split, checkpoint, epoch, seconds, metrics, history, base=base) -> None:
+                    new = csv_rows(
+                        dict(base, history="yes" if history else "no"),
+                        split,
+                        checkpoint,
+                        epoch,
+                        seconds,
+                        metrics,
                     )
-                    row.update({m: round(v, 4) for m, v in values.items()})
-                    rows.append(row)
-                    writer.writerow(row)
-                handle.flush()
+                    whole = metrics["all"]
+                    auc = f"  time-AUC {whole['time_auc']:.4f}" if "time_auc" in whole else ""
+                    print(
+                        f"{base['model']:32s} seed {base['seed']} {split:5s} {checkpoint:10s} "
+                        f"epoch {epoch:6.2f} "
+                        f"{seconds:7.1f} s  time-aware {whole['time-aware/realistic']['mrr']:.4f}  "
+                        f"static {whole['static/realistic']['mrr']:.4f}{auc}",
+                        flush=True,
+                    )
+                    rows.extend(new)
+                    writer.writerows(new)
+                    handle.flush()
 
-            race_one(config, args.budget_s, args.max_epochs, overrides, record)
+                seeded = [*overrides, "--seed_everything", str(seed), "--data.seed", str(seed)]
+                race_one(
+                    config,
+                    budget_s,
+                    budget_epochs,
+                    seeded,
+                    args.data_poor_threshold,
+                    record,
+                    not args.no_time_auc,
+                    args.eval_facts,
+                )
     if rows:
-        plot(rows, out / "accuracy_race.png")
-    print(
-        f"\n{'model':32s} {'epochs':>7s} {'seconds':>8s} {'time-aware':>10s} {'static':>7s} {'time-AUC':>8s}"
-    )
-    for model in dict.fromkeys(r["model"] for r in rows):
-        last = [r for r in rows if r["model"] == model and r["tie"] == "realistic"][-2:]
-        ta = next(r for r in last if r["filter"] == "time-aware")
-        st = next(r for r in last if r["filter"] == "static")
-        print(
-            f"{model:32s} {ta['epoch']:7.2f} {ta['train_seconds']:8.1f} {ta['mrr']:10.4f} {st['mrr']:7.4f} "
-            f"{ta['time_auc']:8.4f}"
-        )
-    print(f"wrote {csv_path} and {out / 'accuracy_race.png'}")
+        write_outputs(rows, out)
+    print(f"wrote {csv_path}")
     return 0
 
 

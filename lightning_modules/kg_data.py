@@ -10,6 +10,7 @@ from lightning_modules.resumable_loader import ResumableDataLoader
 from lightning_modules.settings import check_settings
 from rotmem.data import TemporalKG, load_dataset, split_by_time
 from rotmem.data.negatives import SlotDays, SlotIndex, conflict_aware_negatives, negative_times
+from rotmem.data.time_split import hold_out_weeks as hold_out_weeks_of
 
 
 class TemporalKGDataModule(pl.LightningDataModule):
@@ -20,7 +21,9 @@ class TemporalKGDataModule(pl.LightningDataModule):
     ``negative_tails``/``negative_heads [B, K]`` (conflict-aware). Validation/test batches are dicts
     of ``facts`` of the valid/test split and their ``index`` (positions in the split).
     ``time_split=(valid_from, test_from)`` re-splits the graph by date for temporal extrapolation
-    (``rotmem.data.split_by_time``). Under DDP each rank draws its negatives from the seed plus its rank.
+    (``rotmem.data.split_by_time``); ``hold_out_weeks=n`` holds every n-th week out of training and
+    validates and tests on those days (``rotmem.data.hold_out_weeks``). Under DDP each rank draws its
+    negatives from the seed plus its rank.
     """
 
     def __init__(
@@ -36,6 +39,7 @@ class TemporalKGDataModule(pl.LightningDataModule):
         seed: int = 0,
         shuffle: bool = True,
         time_split: tuple[str, str] | None = None,
+        hold_out_weeks: int | None = None,
         kg: TemporalKG | None = None,
     ):
         super().__init__()
@@ -53,6 +57,8 @@ class TemporalKGDataModule(pl.LightningDataModule):
         self.kg = kg if kg is not None else load_dataset(dataset, data_dir)
         if time_split is not None:
             self.kg, _ = split_by_time(self.kg, *time_split)
+        if hold_out_weeks is not None:
+            self.kg, _ = hold_out_weeks_of(self.kg, hold_out_weeks)
         self.tail_slots = SlotIndex(self.kg.train, self.kg.num_relations, "tail")
         self.head_slots = SlotIndex(self.kg.train, self.kg.num_relations, "head")
         self.slot_days = SlotDays(self.kg.train, self.kg.num_relations)

@@ -143,7 +143,9 @@ def test_scale_quick(tmp_path):
 
 
 def test_accuracy_race_smoke(tmp_path):
-    """Two model families race one epoch each on the synthetic KG; CSV, PNG and table come out."""
+    """Two model families race one epoch each, two seeds, on the synthetic KG: validation every
+    epoch, test for the last and the best-validation epoch with the data-poor subset, mean ± sd in
+    the summary, table and plot; ``--summarize`` remakes them; a held-out-weeks run comes out too."""
     pytest.importorskip("matplotlib")
     import os
     import subprocess
@@ -151,15 +153,9 @@ def test_accuracy_race_smoke(tmp_path):
     env = dict(os.environ, HOME=str(tmp_path / "home"))  # the RoMem config pretrains its gate there
     env.pop("XDG_CACHE_HOME", None)
     out = tmp_path / "race"
-    command = [
-        sys.executable,
-        str(ROOT / "benchmarks/accuracy_race.py"),
-        "--budget-s",
-        "60",
-        "--max-epochs",
-        "1",
-    ]
+    command = [sys.executable, str(ROOT / "benchmarks/accuracy_race.py"), "--budget-epochs", "1"]
     command += ["--configs", "synthetic.yaml", "icews05-15-tntcomplex.yaml", "--data", "synthetic"]
+    command += ["--seeds", "0", "1", "--data-poor-threshold", "1000"]
     result = subprocess.run(
         command + ["--out-dir", str(out)], capture_output=True, text=True, env=env, cwd=ROOT
     )
@@ -168,15 +164,89 @@ def test_accuracy_race_smoke(tmp_path):
         rows = list(csv.DictReader(f))
     models = {r["model"] for r in rows}
     assert models == {"synthetic", "icews05-15-tntcomplex"}
-    for model in models:  # one epoch: 2 filters x 3 tie rules
-        mine = [r for r in rows if r["model"] == model]
-        assert {(r["filter"], r["tie"]) for r in mine} == {
-            (f, t) for f in ("time-aware", "static") for t in ("optimistic", "realistic", "pessimistic")
-        }
-        assert all(float(r["epoch"]) == 1.0 and 0 < float(r["mrr"]) <= 1 for r in mine)
-        assert all(0 <= float(r["time_auc"]) <= 1 for r in mine)
+    every = {(f, t) for f in ("time-aware", "static") for t in ("optimistic", "realistic", "pessimistic")}
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    )
+    for model in models:
+        for seed in ("0", "1"):
+            mine = [r for r in rows if r["model"] == model and r["seed"] == seed]
+            valid = [r for r in mine if r["split"] == "valid"]
+            assert {(r["filter"], r["tie"]) for r in valid} == every and len(valid) == 6  # one epoch
+            for checkpoint in ("last", "best-valid"):
+                test = [r for r in mine if r["split"] == "test" and r["checkpoint"] == checkpoint]
+                for subset in ("all", "data-poor"):  # every synthetic relation has < 1000 facts
+                    assert {(r["filter"], r["tie"]) for r in test if r["subset"] == subset} == every
+            assert all(float(r["epoch"]) == 1.0 and 0 < float(r["mrr"]) <= 1 for r in mine)
+            assert all(
+                0 <= float(r["time_auc"]) <= 1 for r in mine if r["split"] == "test" and r["subset"] == "all"
+            )
+        assert {r["history"] for r in rows if r["model"] == model} == {"no"}
+    assert all(r["commit"].startswith(commit.stdout.strip()) and "--seeds 0 1" in r["command"] for r in rows)
+    seeds = {r["seed"]: float(r["mrr"]) for r in rows if r["model"] == "synthetic" and r["split"] == "test"}
+    assert seeds["0"] != seeds["1"]  # the seed changes the run
+    with (out / "accuracy_race_summary.csv").open() as f:
+        summary = list(csv.DictReader(f))
+    row = next(
+        s
+        for s in summary
+        if (s["model"], s["checkpoint"], s["filter"], s["tie"], s["subset"])
+        == ("synthetic", "last", "time-aware", "realistic", "all")
+    )
+    mrrs = [
+        float(r["mrr"])
+        for r in rows
+        if r["model"] == "synthetic"
+        and r["split"] == "test"
+        and r["checkpoint"] == "last"
+        and r["filter"] == "time-aware"
+        and r["tie"] == "realistic"
+        and r["subset"] == "all"
+    ]
+    assert row["seeds"] == "2" and abs(float(row["mrr_mean"]) - sum(mrrs) / 2) < 1e-4
+    assert abs(float(row["mrr_sd"]) - abs(mrrs[0] - mrrs[1]) / 2**0.5) < 1e-4
+    table = (out / "accuracy_race.md").read_text()
+    assert "| synthetic | no | standard | 2 | 1 |" in table and " ± " in table
     assert (out / "accuracy_race.png").stat().st_size > 0
     assert "time-aware" in result.stdout and "command: " in result.stdout
+    again = tmp_path / "again"
+    done = subprocess.run(
+        [*command[:2], "--summarize", str(out / "accuracy_race.csv"), "--out-dir", str(again)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (again / "accuracy_race.md").read_text() == table
+    held = subprocess.run(
+        [
+            *command[:3],
+            "0.5",  # a fractional epoch budget
+            "--eval-facts",
+            "200",
+            "--configs",
+            "icews05-15-tntcomplex.yaml",
+            "--data",
+            "synthetic",
+            "--hold-out-weeks",
+            "7",
+            "--no-time-auc",
+            "--out-dir",
+            str(tmp_path / "held"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    assert held.returncode == 0, held.stderr[-2000:]
+    with (tmp_path / "held" / "accuracy_race.csv").open() as f:
+        held_rows = list(csv.DictReader(f))
+    assert {r["protocol"] for r in held_rows} == {"hold-out-weeks-7"}
+    assert {r["time_auc"] for r in held_rows} == {""}  # --no-time-auc
+    assert {r["queries"] for r in held_rows if r["subset"] == "all"} == {"400"}  # 200 facts, 2 directions
+    batches = -(-29077 // 500)  # the synthetic train split without its held-out weeks, batches of 500
+    assert {float(r["epoch"]) for r in held_rows} == {round(-(-batches // 2) / batches, 3)}
 
 
 def test_plot_paper_curve_draws_both_runs_and_refuses_a_missing_model(tmp_path):

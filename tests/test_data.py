@@ -157,3 +157,45 @@ def test_split_by_time_orders_the_splits_and_drops_what_train_never_saw():
     assert split.entities == kg.entities and split.name == "toy@2014-03-01,2015-01-01"
     with pytest.raises(ValueError, match="must come after"):
         split_by_time(kg, "2015-01-01", "2014-01-01")
+
+
+def test_hold_out_weeks_keeps_every_held_out_day_out_of_train_and_tests_on_it():
+    from rotmem.data import TemporalKG, hold_out_weeks
+
+    g = torch.Generator().manual_seed(0)
+    first, days = 1000, 7 * 30  # 30 weeks
+
+    def facts(n):
+        h, t = torch.randint(0, 6, (n,), generator=g), torch.randint(0, 6, (n,), generator=g)
+        return torch.stack(
+            [h, torch.randint(0, 2, (n,), generator=g), t, first + torch.randint(0, days, (n,), generator=g)],
+            1,
+        )
+
+    train = torch.cat(
+        [facts(600), torch.tensor([[0, 0, 1, first], [6, 0, 1, first + 7 * 3]])]
+    )  # e6: held-out day only
+    valid, test = facts(100), facts(100)
+    kg = TemporalKG("toy", [f"e{i}" for i in range(7)], ["r0", "r1"], train, valid, test)
+    split, counts = hold_out_weeks(kg, every=7)
+    week = lambda f: (f[:, 3] - first) // 7  # noqa: E731
+    held = lambda f: week(f) % 7 == 3  # noqa: E731
+    assert not held(split.train).any() and held(split.valid).all() and held(split.test).all()
+    assert torch.equal(split.train, train[~held(train)])
+    assert split.test.shape[0] + counts["test_dropped"] == int(held(train).sum() + held(test).sum())
+    assert counts["test_dropped"] == 1  # the fact of e6, never seen in the new train split
+    assert counts == {
+        "train": split.train.shape[0],
+        "train_held_out": int(held(train).sum()),
+        "valid": int(held(valid).sum()),
+        "valid_dropped": 0,
+        "test": split.test.shape[0],
+        "test_dropped": 1,
+        "other_days_dropped": int((~held(valid)).sum() + (~held(test)).sum()),
+    }
+    assert split.first_day == kg.first_day and int(split.train[:, 3].max()) == int(train[:, 3].max())
+    assert split.name == "toy@hold-out-weeks-7" and split.entities == kg.entities
+    with pytest.raises(ValueError, match="at least 2"):
+        hold_out_weeks(kg, every=1)
+    with pytest.raises(ValueError, match="too few"):
+        hold_out_weeks(kg, every=40)

@@ -3,7 +3,7 @@
 from rotmem.data.registry import fetch, find_dataset, load_dataset
 from rotmem.data.synthetic import SyntheticKG, synthetic_kg
 from rotmem.data.temporal_kg import DataFormatError, TemporalKG, date_of, day_of, load_directory
-from rotmem.data.time_split import split_by_time
+from rotmem.data.time_split import hold_out_weeks, split_by_time
 
 __all__ = [
     "DataFormatError",
@@ -12,6 +12,7 @@ __all__ = [
     "date_of",
     "day_of",
     "fetch",
+    "hold_out_weeks",
     "find_dataset",
     "load_dataset",
     "load_directory",

@@ -9,6 +9,7 @@ from rotmem.evaluation.ranking import (
     filtered_ranks,
     metrics_from_ranks,
 )
+from rotmem.evaluation.subsets import data_poor_facts, evaluate_subsets
 from rotmem.evaluation.time_discrimination import time_discrimination
 
 __all__ = [
@@ -16,8 +17,10 @@ __all__ = [
     "AnswerFilter",
     "answer_filters",
     "batch_ranks",
+    "data_poor_facts",
     "evaluate",
     "evaluate_all",
+    "evaluate_subsets",
     "filtered_ranks",
     "metrics_from_ranks",
     "time_discrimination",
