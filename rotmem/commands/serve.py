@@ -36,31 +36,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run_serve)
 
 
-def load_plugin(spec: str, what: str):
-    """``"package.module:name"`` -> the callable it names (a class is instantiated without arguments)."""
-    import importlib
-
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"--{what} is named package.module:name, got {spec!r}")
-    try:
-        target = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"cannot load --{what} {spec!r}: {error}") from None
-    plugin = target() if isinstance(target, type) else target
-    if not callable(plugin):
-        raise ValueError(f"--{what} {spec!r} is not callable")
-    return plugin
-
-
 def build_pool(args: argparse.Namespace):
     """The ``MemoryPool`` of ``--store``, ``--encoder``, ``--extractor`` (shared with ``rotmem mcp``)."""
     from rotmem.commands.memory import _encoder
+    from rotmem.memory.llm import load_plugin
     from rotmem.server.pool import MemoryPool
 
     if not args.store:
         raise ValueError("--store is required: a directory (SQLite files) or a postgresql:// DSN")
-    extractor = load_plugin(args.extractor, "extractor") if args.extractor else None
+    extractor = load_plugin(args.extractor, "--extractor") if args.extractor else None
     options = (
         {} if args.store.startswith(("postgresql://", "postgres://")) else {"synchronous": args.synchronous}
     )

@@ -78,17 +78,22 @@ def extract_facts(extractor: FactExtractor, text: str, date: int, where: str) ->
     return out
 
 
-def load_reader(spec: str) -> Reader:
-    """``"package.module:name"`` -> the ``Reader`` it names (a callable, or a class to instantiate
-    without arguments); a bad spec raises a ``ValueError`` naming it."""
+def load_plugin(spec: str, label: str) -> Callable[..., Any]:
+    """``"package.module:name"`` -> the callable it names (a class is instantiated without
+    arguments); a bad spec raises a ``ValueError`` naming it as ``label``."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise ValueError(f"a reader is named package.module:name, got {spec!r}")
+        raise ValueError(f"{label} is named package.module:name, got {spec!r}")
     try:
         target = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as error:
-        raise ValueError(f"cannot load reader {spec!r}: {error}") from None
-    reader = target() if isinstance(target, type) else target
-    if not callable(reader):
-        raise ValueError(f"reader {spec!r} is not callable")
-    return reader
+        raise ValueError(f"cannot load {label} {spec!r}: {error}") from None
+    plugin = target() if isinstance(target, type) else target
+    if not callable(plugin):
+        raise ValueError(f"{label} {spec!r} is not callable")
+    return plugin
+
+
+def load_reader(spec: str) -> Reader:
+    """``"package.module:name"`` -> the ``Reader`` it names (``load_plugin``)."""
+    return load_plugin(spec, "reader")
