@@ -1,5 +1,5 @@
-"""``ServiceEncoder``: concurrent encode calls are merged into batches, each caller gets exactly its
-own vectors, errors reach every caller of the batch, and a prepared question skips the model."""
+"""``Batcher`` and ``ServiceEncoder``: concurrent calls are merged into batches, each caller gets
+exactly its own results, errors reach every caller of the batch, prepared texts skip the model."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rotmem.memory import HashingEncoder
-from rotmem.server.batching import ServiceEncoder
+from rotmem.server.batching import Batcher, ServiceEncoder
 
 
 class SlowEncoder(HashingEncoder):
@@ -56,12 +56,48 @@ def test_an_error_reaches_the_caller_and_the_encoder_keeps_working():
     assert encoder.encode(["fine"]).shape == (1, 32)
 
 
-def test_a_prepared_text_is_not_encoded_again_on_the_same_thread():
+def test_prepared_texts_skip_the_model_on_this_thread_inside_the_context_only():
     inner = SlowEncoder()
     encoder = ServiceEncoder(inner)
-    encoder.prepare(["where does Ann live"])
-    assert inner.batches == [1]
-    vector = encoder.encode(["where does Ann live"])
-    assert inner.batches == [1] and vector.shape == (1, 32)
-    encoder.encode(["where does Ann live"])  # used once: encoded again
-    assert inner.batches == [1, 1]
+    with encoder.prepared(["Ann lives in Rome", "Ann lives in Rome", "a turn"]):
+        assert inner.batches == [2]  # a repeated text is embedded once
+        vectors = encoder.encode(["a turn", "Ann lives in Rome"])
+        assert inner.batches == [2]
+        np.testing.assert_array_equal(vectors, HashingEncoder(32).encode(["a turn", "Ann lives in Rome"]))
+        other: list[np.ndarray] = []
+        thread = threading.Thread(target=lambda: other.append(encoder.encode(["a turn"])))
+        thread.start()
+        thread.join(timeout=60)
+        assert inner.batches == [2, 1]  # another thread does not see this thread's vectors
+        encoder.encode(["a turn", "not prepared"])
+        assert inner.batches == [2, 1, 2]
+    encoder.encode(["a turn"])  # outside the context: the model again
+    assert inner.batches == [2, 1, 2, 1]
+
+
+def test_a_batcher_merges_concurrent_submits_and_returns_each_its_own_results():
+    sizes: list[int] = []
+
+    def run(items: list[int]) -> list[int]:
+        sizes.append(len(items))
+        time.sleep(0.02)
+        return [item * 10 for item in items]
+
+    batcher = Batcher(run, max_batch=8)
+    results: dict[int, list[int]] = {}
+    threads = [
+        threading.Thread(target=lambda i=i: results.__setitem__(i, list(batcher.submit([i, i + 100]))))
+        for i in range(20)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert results == {i: [i * 10, (i + 100) * 10] for i in range(20)}
+    assert sum(sizes) == 40 and max(sizes) <= 8 and len(sizes) < 20
+
+
+def test_a_batcher_refuses_a_run_that_loses_results():
+    batcher = Batcher(lambda items: items[:-1])
+    with pytest.raises(RuntimeError, match="a batch of 2 items got 1 results"):
+        batcher.submit([1, 2])

@@ -49,6 +49,8 @@ from rotmem.memory.sql_database import (  # noqa: F401  (re-exported: the rows l
     PASSAGE_COLUMNS,
     SCHEMA_VERSION,
     SOURCE_SEPARATOR,
+    TIME_INDEX_NAMES,
+    TIME_INDEXES,
     FactRow,
     MemoryDatabase,
     MemoryDatabaseError,
@@ -199,16 +201,22 @@ class FactDatabase(MemoryDatabase):
             self._use_wal()
         self.connection.execute(f"PRAGMA synchronous={synchronous}")
         self.connection.execute("PRAGMA foreign_keys=ON")
-        if version == SCHEMA_VERSION:
+        if version == SCHEMA_VERSION and self._has_time_indexes():
             return
         with self.transaction():
             version = self._schema_version()  # another process may have created it meanwhile
-            if version == SCHEMA_VERSION:
-                return
-            self._run_script(_SCHEMA)  # CREATE ... IF NOT EXISTS: a schema-1 file keeps its old tables
-            if version == "1":
-                self._run_script(_UPGRADE_FROM_1)
-            self.set_meta("schema_version", SCHEMA_VERSION)
+            if version != SCHEMA_VERSION:
+                self._run_script(_SCHEMA)  # CREATE ... IF NOT EXISTS: a schema-1 file keeps its old tables
+                if version == "1":
+                    self._run_script(_UPGRADE_FROM_1)
+                self.set_meta("schema_version", SCHEMA_VERSION)
+            for statement in TIME_INDEXES:
+                self.connection.execute(statement)
+
+    def _has_time_indexes(self) -> bool:
+        found = self.connection.execute("SELECT name FROM sqlite_master WHERE type='index'")
+        names = {row[0] for row in found}
+        return all(name in names for name in TIME_INDEX_NAMES)
 
     def _schema_version(self) -> str | None:
         """The stored schema version; None for a database without tables (new); raises

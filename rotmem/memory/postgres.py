@@ -18,7 +18,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from rotmem.extras import require
-from rotmem.memory.sql_database import SCHEMA_VERSION, MemoryDatabase, MemoryDatabaseError, check_namespace
+from rotmem.memory.sql_database import (
+    SCHEMA_VERSION,
+    TIME_INDEX_NAMES,
+    TIME_INDEXES,
+    MemoryDatabase,
+    MemoryDatabaseError,
+    check_namespace,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -118,11 +125,11 @@ class PostgresDatabase(MemoryDatabase):
             if not exists:
                 raise MemoryDatabaseError(f"{self.path}: no such memory namespace (nothing was created)")
             self.execute("SET default_transaction_read_only = on")
-        elif not exists or self._version() != SCHEMA_VERSION:
+        elif not exists or self._version() != SCHEMA_VERSION or not self._has_time_indexes():
             with self.transaction():  # the advisory lock serialises concurrent creators
                 self.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                 self._use_schema()
-                for statement in SCHEMA.split(";"):
+                for statement in [*SCHEMA.split(";"), *TIME_INDEXES]:
                     if statement.strip():
                         self.execute(statement)
                 if self.get_meta("schema_version") is None:
@@ -136,6 +143,11 @@ class PostgresDatabase(MemoryDatabase):
 
     def _use_schema(self) -> None:
         self.execute(f'SET search_path TO "{self.schema}"')
+
+    def _has_time_indexes(self) -> bool:
+        found = self.execute("SELECT indexname FROM pg_indexes WHERE schemaname = ?", (self.schema,))
+        names = {row[0] for row in found.fetchall()}
+        return all(name in names for name in TIME_INDEX_NAMES)
 
     def _version(self) -> str | None:
         row = self.execute(

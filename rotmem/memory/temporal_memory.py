@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from rotmem.data import TemporalKG, date_of
@@ -52,12 +53,22 @@ from rotmem.memory.llm import FactExtractor, Reader, extract_facts
 from rotmem.memory.online_fit import FitConfig, fit_model
 from rotmem.memory.records import ExtractedFact, Record, Session, SessionResult, ValidSession, check_day
 from rotmem.memory.render import render as render_items
-from rotmem.memory.tem_store import TEMStore
+from rotmem.memory.tem_store import TEMStore, check_question
 from rotmem.memory.time_expressions import QueryMode, TimeQuery, as_day, happened_day, query_mode
 from rotmem.models import RoMem
 
 ALPHA_G = 0.3
 Day = int | float | str
+
+
+@dataclass(frozen=True)
+class Query:
+    """One question for ``TemporalMemory.retrieve_many``: top ``k``, asked on day ``now``
+    (None: the latest session date)."""
+
+    question: str
+    k: int = 15
+    now: Day | None = None
 
 
 @dataclass(frozen=True)
@@ -238,13 +249,67 @@ class TemporalMemory:
 
     def retrieve(self, question: str, k: int = 15, now: Day | None = None) -> list[TemporalRecord]:
         """The top ``k`` records by ``S_final`` (module docs), in source order."""
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
-        candidates = self.store.retrieve(question, k=max(k, self.candidates))
-        if not candidates:
-            return []
-        tq, now_day = self.time_query(question, now)
-        times = self._times([r.id for r in candidates])
+        return self.retrieve_many([Query(question, k, now)])[0]
+
+    def retrieve_many(
+        self, queries: Sequence[Query], vectors: np.ndarray | None = None
+    ) -> list[list[TemporalRecord]]:
+        """``retrieve`` for each of ``queries``, as one batch: one embedding call (none when the
+        question vectors ``[B, D]`` are given), one index search, one fetch of the records and one
+        of their times, the default "now" read once.
+
+        Without a fitted model ``S_final = max(S_sem, 0)``, so only the candidates that can reach a
+        query's top ``k`` (clamped score at least the ``k``-th one's, ties included) are fetched.
+        """
+        for query in queries:
+            check_question(query.question)
+            if isinstance(query.k, bool) or not isinstance(query.k, int) or query.k < 1:
+                raise ValueError(f"k must be a positive integer, got {query.k!r}")
+        self.store.refresh()
+        if not queries or self.store.index() is None:
+            return [[] for _ in queries]
+        if vectors is None:
+            vectors = self.store.encode([query.question for query in queries])
+        depth = max(max(query.k, self.candidates) for query in queries)
+        hits = self.store.search_vectors(vectors, depth)
+        kept = [
+            self._reachable(found[: max(query.k, self.candidates)], query.k)
+            for query, found in zip(queries, hits, strict=True)
+        ]
+        records = self.store.records_by_id(i for found in kept for i, _ in found)
+        times = self._times(sorted(records))
+        latest: list[float | None] = []  # the default "now", read at most once per batch
+        out = []
+        for query, found in zip(queries, kept, strict=True):
+            if not found:
+                out.append([])
+                continue
+            now = query.now
+            if now is None:
+                if not latest:
+                    latest.append(self.latest_observation())
+                now = latest[0]
+            tq, now_day = self.time_query(query.question, now)
+            candidates = [replace(records[i], score=score) for i, score in found]
+            out.append(self._rank(candidates, tq, now_day, times, query.k))
+        return out
+
+    def _reachable(self, found: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
+        """The candidates of ``found`` (best first) that can be in the top ``k`` (``retrieve_many``)."""
+        if self.model is not None or len(found) <= k:
+            return found
+        floor = max(found[k - 1][1], 0.0)
+        return [(i, score) for i, score in found if max(score, 0.0) >= floor]
+
+    def _rank(
+        self,
+        candidates: list[Record],
+        tq: TimeQuery,
+        now_day: float,
+        times: Mapping[int, tuple[float, float]],
+        k: int,
+    ) -> list[TemporalRecord]:
+        """The top ``k`` of ``candidates`` by ``S_final`` (module docs), in source order."""
         taus = []
         for record in candidates:
             known = times.get(record.id)
@@ -309,15 +374,8 @@ class TemporalMemory:
         return out
 
     def render(self, records: Iterable[TemporalRecord], show_dates: bool = True) -> str:
-        """TEM evidence lines (``[historical]`` labels, no session prefix), each prefixed with the
-        day the fact happened (``2019-03-02:``) when ``show_dates`` and the time is known."""
-        lines = []
-        for item in records:
-            line = render_items([item.record], show_session=False)
-            if show_dates and item.t_happen is not None:
-                line = f"{date_of(item.t_happen)}: {line}"
-            lines.append(line)
-        return "\n".join(lines)
+        """``render_timed(records, show_dates)``."""
+        return render_timed(records, show_dates)
 
     # --- online Phase 2 ---------------------------------------------------------------------
     def use_model(self, model: RoMem) -> None:
@@ -380,3 +438,15 @@ class TemporalMemory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def render_timed(records: Iterable[TemporalRecord], show_dates: bool = True) -> str:
+    """TEM evidence lines (``[historical]`` labels, no session prefix), each prefixed with the
+    day the fact happened (``2019-03-02:``) when ``show_dates`` and the time is known."""
+    lines = []
+    for item in records:
+        line = render_items([item.record], show_session=False)
+        if show_dates and item.t_happen is not None:
+            line = f"{date_of(item.t_happen)}: {line}"
+        lines.append(line)
+    return "\n".join(lines)

@@ -35,6 +35,8 @@ from pydantic import BaseModel, Field  # noqa: E402
 from rotmem.data import date_of  # noqa: E402
 from rotmem.memory.records import DuplicateSessionError, ExtractedFact, Record, check_day  # noqa: E402
 from rotmem.memory.render import render  # noqa: E402
+from rotmem.memory.tem_store import fact_text  # noqa: E402
+from rotmem.memory.temporal_memory import render_timed  # noqa: E402
 from rotmem.server.keys import KeyRing  # noqa: E402
 from rotmem.server.pool import MemoryPool  # noqa: E402
 
@@ -132,6 +134,16 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
+def texts_to_embed(body: SessionIn) -> list[str]:
+    """The texts the store will embed for ``body`` (its facts, turns and summaries), so they can be
+    embedded before the namespace lock is taken (a fact the text check drops costs one vector)."""
+    facts = [fact_text(f.subject, f.relation, f.object) for f in body.facts or ()]
+    turns = body.turns
+    if turns is None:  # as ``Session``: the non-empty lines of the text
+        turns = [line.strip() for line in (body.text or "").splitlines() if line.strip()]
+    return [*facts, *turns, *body.summaries]
+
+
 def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) -> Any:
     """The FastAPI application serving ``pool`` to the holders of ``keys`` (module docs)."""
     app = FastAPI(
@@ -188,7 +200,7 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
                 for f in body.facts
             ]
         )
-        with pool.use(ns, create=True) as memory:
+        with pool.embedded(texts_to_embed(body)), pool.use(ns, create=True) as memory:
             result = memory.add_session(
                 body.session_id,
                 facts,
@@ -207,17 +219,12 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
         }
 
     @app.post("/v1/search")
-    def search(body: SearchIn, ns: str = Depends(namespace)) -> dict[str, Any]:
+    def search(body: SearchIn, ns: str = Depends(namespace)) -> JSONResponse:
         now = None if body.now is None else check_day(body.now, "search", "now")
-        pool.encoder.prepare([body.question])  # embedded outside the namespace lock, batched
-        with pool.use(ns, create=False) as memory:
-            if memory is None:
-                return {"records": [], "evidence": "", "mode": None}
-            found = memory.retrieve(body.question, k=body.k, now=now)
-            mode = memory.time_query(body.question, now)[0].mode.value if found else None
-            evidence = memory.render(found)
-        records = [{**record_json(r.record, r.t_happen, r.t_obs), "score": r.score} for r in found]
-        return {"records": records, "evidence": evidence, "mode": mode}
+        found = pool.search(ns, body.question, body.k, now)
+        records = [{**record_json(r.record, r.t_happen, r.t_obs), "score": r.score} for r in found.records]
+        evidence = render_timed(found.records)
+        return JSONResponse({"records": records, "evidence": evidence, "mode": found.mode})
 
     @app.get("/v1/subjects/{subject}/history")
     def history(subject: str, relation: str | None = None, ns: str = Depends(namespace)) -> dict[str, Any]:

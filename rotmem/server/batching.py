@@ -1,58 +1,61 @@
-"""One text encoder shared by a server's request threads: concurrent calls are merged into batches.
+"""Concurrent calls merged into batches: ``Batcher`` and the text encoder built on it.
+
+``Batcher(run)``: threads call ``submit(items)``; while a batch runs, new calls queue up, and the
+next batch is every queued call, handed to ``run`` as one list (``run(items) -> results``, one
+result per item, in order). One thread at a time runs a batch (the leader); when its batch is done
+it hands the lead to the oldest waiting call, so no caller waits for more than the batch in flight
+and its own. A model or a flat index scan costs about as much for 16 inputs as for one, so under
+load the cost per call falls with the queue.
 
 ``ServiceEncoder(inner)`` has ``inner``'s ``name`` (so stored vectors still match) and:
 
-- ``encode(texts)``: the vectors of ``texts`` (``[n, D]``). Threads that call it while a batch is
-  being encoded queue up; the next batch is every queued call, encoded in one ``inner.encode``.
-  One thread at a time runs the model (the leader); when its batch is done it hands the lead to
-  the oldest waiting call, so no caller waits for more than the batch in flight and its own.
-- ``prepare(texts)``: encode now (outside any namespace lock) and keep the vectors for this
-  thread; the next ``encode`` of exactly these texts on this thread returns them without the model.
-  The HTTP server prepares a question before it takes the namespace lock, so the model runs in
-  parallel with other namespaces' and other requests' index searches, batched.
+- ``encode(texts)``: the vectors of ``texts`` (``[n, D]``), through a ``Batcher`` over
+  ``inner.encode``.
+- ``prepared(texts)``: a context in which this thread's ``encode`` returns the vectors of these
+  texts without the model (encoded on entry, batched with other threads'). The HTTP server embeds
+  an add's facts this way before it takes the namespace lock, so the lock is held only for the
+  write itself.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
 
 class _Call:
-    def __init__(self, texts: list[str]):
-        self.texts = texts
-        self.result: np.ndarray | None = None
+    def __init__(self, items: list):
+        self.items = items
+        self.results: Sequence | None = None
         self.error: BaseException | None = None
         self.lead = False
         self.wake = threading.Event()
 
 
-class ServiceEncoder:
-    """A thread-safe batching wrapper of a text encoder (module docs)."""
+class Batcher(Generic[Item, Result]):
+    """Merge concurrent ``submit`` calls into batches for ``run`` (module docs).
 
-    def __init__(self, inner: Any, max_batch: int = 64):
-        self.inner, self.max_batch = inner, int(max_batch)
-        self.name = getattr(inner, "name", type(inner).__qualname__)
+    Args:
+        run: ``run(items) -> results`` (a sequence with one result per item, sliceable).
+        max_batch: the most items in one batch (a call with more still runs, alone).
+    """
+
+    def __init__(self, run: Callable[[list[Item]], Sequence[Result]], max_batch: int = 64):
+        self.run, self.max_batch = run, int(max_batch)
         self._lock = threading.Lock()
         self._queue: list[_Call] = []
         self._running = False
-        self._prepared = threading.local()
 
-    def prepare(self, texts: list[str]) -> None:
-        self._prepared.texts, self._prepared.vectors = list(texts), self._encode(list(texts))
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        texts = list(texts)
-        if getattr(self._prepared, "texts", None) == texts:
-            vectors = self._prepared.vectors
-            self._prepared.texts = self._prepared.vectors = None
-            return vectors
-        return self._encode(texts)
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        call = _Call(texts)
+    def submit(self, items: Sequence[Item]) -> Sequence[Result]:
+        """The results of ``items`` (``run``'s exception, if it raised for their batch)."""
+        call = _Call(list(items))
         with self._lock:
             self._queue.append(call)
             if not self._running:
@@ -60,31 +63,31 @@ class ServiceEncoder:
         while True:
             if not call.lead:
                 call.wake.wait()
-            if call.lead and call.result is None and call.error is None:
+            if call.lead and call.results is None and call.error is None:
                 self._run_batch()
-            if call.result is not None or call.error is not None:
+            if call.results is not None or call.error is not None:
                 break
             call.wake.clear()
         if call.error is not None:
             raise call.error
-        return call.result
+        return call.results
 
     def _run_batch(self) -> None:
-        """As the leader: encode the queued calls (up to ``max_batch`` texts), then pass the lead on."""
+        """As the leader: run the queued calls (up to ``max_batch`` items), then pass the lead on."""
         with self._lock:
             batch, size = [], 0
-            while self._queue and (not batch or size + len(self._queue[0].texts) <= self.max_batch):
+            while self._queue and (not batch or size + len(self._queue[0].items) <= self.max_batch):
                 call = self._queue.pop(0)
                 batch.append(call)
-                size += len(call.texts)
+                size += len(call.items)
         try:
-            vectors = np.asarray(
-                self.inner.encode([t for call in batch for t in call.texts]), dtype=np.float32
-            )
+            results = self.run([item for call in batch for item in call.items])
+            if len(results) != size:
+                raise RuntimeError(f"a batch of {size} items got {len(results)} results")
             start = 0
             for call in batch:
-                call.result = vectors[start : start + len(call.texts)]
-                start += len(call.texts)
+                call.results = results[start : start + len(call.items)]
+                start += len(call.items)
         except BaseException as error:  # every caller in the batch gets it
             for call in batch:
                 call.error = error
@@ -98,3 +101,35 @@ class ServiceEncoder:
                 self._running = False
         for call in batch:
             call.wake.set()
+
+
+class ServiceEncoder:
+    """A thread-safe batching wrapper of a text encoder (module docs)."""
+
+    def __init__(self, inner: Any, max_batch: int = 64):
+        self.inner = inner
+        self.name = getattr(inner, "name", type(inner).__qualname__)
+        self._batcher: Batcher[str, np.ndarray] = Batcher(self._encode_batch, max_batch)
+        self._prepared = threading.local()
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self.inner.encode(texts), dtype=np.float32)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """``[len(texts), D]``: prepared texts from this thread's ``prepared`` table, others batched."""
+        texts = list(texts)
+        table = getattr(self._prepared, "table", None)
+        if not table or not all(text in table for text in texts):
+            return np.asarray(self._batcher.submit(texts))
+        return np.stack([table[text] for text in texts]) if texts else np.zeros((0, 0), np.float32)
+
+    @contextmanager
+    def prepared(self, texts: Sequence[str]) -> Iterator[None]:
+        """Embed ``texts`` now; inside the context this thread's ``encode`` of them skips the model."""
+        unique = list(dict.fromkeys(texts))
+        vectors = self.encode(unique) if unique else np.zeros((0, 0), np.float32)
+        self._prepared.table = dict(zip(unique, vectors, strict=True))
+        try:
+            yield
+        finally:
+            self._prepared.table = None

@@ -3,6 +3,9 @@
 ``store`` is a directory (SQLite: one file ``<namespace>.db`` per namespace, created on the first
 write) or a Postgres DSN (one schema per namespace, ``rotmem.memory.postgres``). A store is not
 thread-safe, so every use of a namespace holds its lock; namespaces do not wait for each other.
+Searches are embedded outside the lock (``ServiceEncoder``, batched across namespaces) and the
+concurrent searches of one namespace run as one batch under its lock
+(``TemporalMemory.retrieve_many``: one index scan, one fetch, for the whole batch).
 Reads of a namespace that was never written see an empty memory and create nothing. Deleting a
 namespace removes every record it holds (its file and WAL sidecars, or its schema); nothing else
 is ever deleted.
@@ -11,25 +14,54 @@ is ever deleted.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rotmem.memory import TemporalMemory
 from rotmem.memory.backends import is_postgres
 from rotmem.memory.database import MemoryDatabaseError
 from rotmem.memory.sql_database import check_namespace
-from rotmem.server.batching import ServiceEncoder
+from rotmem.memory.temporal_memory import Query, TemporalRecord
+from rotmem.server.batching import Batcher, ServiceEncoder
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One search's records (``TemporalMemory.retrieve``) and its query mode (None when empty)."""
+
+    records: list[TemporalRecord]
+    mode: str | None
 
 
 @dataclass
 class Tenant:
-    """One namespace's open memory and the lock that serialises its use."""
+    """One namespace's open memory, the lock that serialises its use, and its search batches."""
 
     memory: TemporalMemory
     lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
+    searches: Batcher | None = None
+
+    def __post_init__(self) -> None:
+        self.searches = Batcher(self._search_batch)
+
+    def _search_batch(self, items: list[tuple[Query, np.ndarray]]) -> list[SearchResult]:
+        with self.lock:
+            if self.closed:  # deleted while the batch waited
+                return [SearchResult([], None) for _ in items]
+            queries = [query for query, _ in items]
+            found = self.memory.retrieve_many(queries, np.stack([vector for _, vector in items]))
+            return [
+                SearchResult(
+                    records, self.memory.time_query(q.question, q.now)[0].mode.value if records else None
+                )
+                for q, records in zip(queries, found, strict=True)
+            ]
 
 
 class MemoryPool:
@@ -76,16 +108,34 @@ class MemoryPool:
             options["namespace"] = namespace
         return TemporalMemory(self.path(namespace), encoder=self.encoder, extractor=self.extractor, **options)
 
+    def _tenant(self, namespace: str, create: bool) -> Tenant | None:
+        with self._lock:
+            tenant = self._tenants.get(namespace)
+            if tenant is None and (create or self.exists(namespace)):
+                tenant = self._tenants[namespace] = Tenant(self._open(namespace))
+            return tenant
+
+    def search(self, namespace: str, question: str, k: int, now: float | None) -> SearchResult:
+        """The top ``k`` records for ``question`` asked on day ``now`` (None: the latest session date);
+        embedded outside the namespace lock, searched in one batch with the namespace's concurrent
+        searches. An empty or never written namespace gives no records."""
+        query = Query(question, k, now)
+        tenant = self._tenant(namespace, create=False)
+        if tenant is None:
+            return SearchResult([], None)
+        vector = self.encoder.encode([question])[0]
+        [result] = tenant.searches.submit([(query, vector)])
+        return result
+
+    def embedded(self, texts: Sequence[str]) -> Any:
+        """A context in which this thread's store embeds ``texts`` without the model
+        (``ServiceEncoder.prepared``): call it before ``use`` so the lock is not held while embedding."""
+        return self.encoder.prepared(texts)
+
     @contextmanager
     def use(self, namespace: str, create: bool) -> Iterator[TemporalMemory | None]:
         """The namespace's memory, held under its lock; None when it does not exist and not ``create``."""
-        with self._lock:
-            tenant = self._tenants.get(namespace)
-            if tenant is None:
-                if not create and not self.exists(namespace):
-                    tenant = None
-                else:
-                    tenant = self._tenants[namespace] = Tenant(self._open(namespace))
+        tenant = self._tenant(namespace, create)
         if tenant is None:
             yield None
             return
@@ -99,6 +149,7 @@ class MemoryPool:
             tenant = self._tenants.pop(namespace, None)
             if tenant is not None:
                 with tenant.lock:
+                    tenant.closed = True
                     tenant.memory.close()
             if self.postgres:
                 from rotmem.memory.postgres import drop_namespace
@@ -129,5 +180,6 @@ class MemoryPool:
         with self._lock:
             for tenant in self._tenants.values():
                 with tenant.lock:
+                    tenant.closed = True
                     tenant.memory.close()
             self._tenants.clear()
