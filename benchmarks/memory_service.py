@@ -201,7 +201,7 @@ class Server:
         self.port, self.log = free_port(), log
         self.url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "rotmem.cli", "serve", "--store", store, "--keys", str(keys),
-                   "--port", str(self.port), "--encoder", "minilm"]  # fmt: skip
+                   "--port", str(self.port), "--encoder", "minilm", "--encoder-threads", "1"]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         with log.open("a") as stderr:
             self.process = subprocess.Popen(command, env=env, cwd=REPO, stderr=stderr)
@@ -308,15 +308,16 @@ def percentile_ms(values: list[float], q: float) -> float:
 
 def run_load(args, store: str, backend: str, keys: Path, tokens: dict, records: int) -> list[dict]:
     server = Server(store, keys, keys.parent / f"serve-{backend}.log")
+    run = f"r{time.time_ns()}"  # session ids never repeat those of an earlier run on the same file
     rows = []
     try:
         server.wait_ready()
         asyncio.run(
-            run_clients(server.url, tokens[NAMESPACE], 4, 5.0, f"{backend}-warm-")
+            run_clients(server.url, tokens[NAMESPACE], 4, 5.0, f"{backend}-{run}-warm-")
         )  # index built, warm
         for clients in args.clients:
             out = asyncio.run(
-                run_clients(server.url, tokens[NAMESPACE], clients, args.seconds, f"{backend}-n{clients}-")
+                run_clients(server.url, tokens[NAMESPACE], clients, args.seconds, f"{backend}-{run}-n{clients}-")
             )
             row = {
                 "backend": backend, "records": records, "clients": clients, "seconds": args.seconds,
