@@ -211,6 +211,43 @@ def test_many_processes_opening_one_new_file_at_once_all_succeed(tmp_path):
         assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def _hold_the_new_file(path: str, barrier, hold_s: float) -> None:
+    """Runs in a forked child: take the write lock of the new (rollback-journal) file, release the
+    openers, keep the lock ``hold_s`` seconds. This is the moment a first opener holds the file
+    while it switches it to WAL or creates the schema, made long enough for every opener to meet it."""
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("BEGIN IMMEDIATE")
+    barrier.wait()
+    time.sleep(hold_s)
+    connection.execute("COMMIT")
+    connection.close()
+
+
+def test_openers_of_a_new_file_wait_for_a_lock_held_during_the_wal_switch(tmp_path):
+    """The WAL switch of a new file gets "database is locked" at once, without the busy timeout,
+    while another process holds the file's lock (SQLite does not wait there). Twelve processes
+    released by one barrier open the file while a thirteenth holds that lock: every opening must
+    wait and succeed. Before the fix (no retry around ``PRAGMA journal_mode=WAL``) all twelve
+    failed at once; without the holder, the same race hit only 1-3 of 40 rounds of 8 openers."""
+    context = multiprocessing.get_context("fork")
+    db = str(tmp_path / "new.db")
+    openers = 12
+    barrier, outcomes = context.Barrier(openers + 1), context.Queue()
+    holder = context.Process(target=_hold_the_new_file, args=(db, barrier, 0.5))
+    children = [context.Process(target=_open_new_file, args=(db, barrier, outcomes)) for _ in range(openers)]
+    holder.start()
+    for child in children:
+        child.start()
+    results = [outcomes.get(timeout=120) for _ in children]
+    for process in (holder, *children):
+        process.join(timeout=60)
+    assert holder.exitcode == 0
+    assert [r for r in results if r != "ok"] == []
+    with TEMStore(db, read_only=True) as store:
+        assert store.db.get_meta("schema_version") == SCHEMA_VERSION and store.sessions() == []
+    assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
 def test_a_read_only_opening_of_a_memory_path_is_refused():
     with pytest.raises(MemoryDatabaseError, match="cannot be opened read-only"):
         TEMStore(":memory:", read_only=True)
