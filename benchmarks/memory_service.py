@@ -317,7 +317,9 @@ def run_load(args, store: str, backend: str, keys: Path, tokens: dict, records: 
         )  # index built, warm
         for clients in args.clients:
             out = asyncio.run(
-                run_clients(server.url, tokens[NAMESPACE], clients, args.seconds, f"{backend}-{run}-n{clients}-")
+                run_clients(
+                    server.url, tokens[NAMESPACE], clients, args.seconds, f"{backend}-{run}-n{clients}-"
+                )
             )
             row = {
                 "backend": backend, "records": records, "clients": clients, "seconds": args.seconds,

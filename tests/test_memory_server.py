@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 httpx = pytest.importorskip("httpx", reason='the server tests need httpx: pip install "rotmem[server]"')
@@ -134,6 +135,39 @@ def test_key_a_can_neither_read_search_count_nor_delete_b(service):
         assert a.get("/v1/stats").json()["facts"] == 1  # deleting B left A alone
 
 
+def test_concurrent_searches_are_batched_and_each_gets_its_own_answer(service):
+    with service.client("a") as client:
+        facts = [
+            fact(f"p{i % 20}", ("lives in", "likes", "works as")[i % 3], f"thing{i}") for i in range(120)
+        ]
+        add(client, "s1", "2023-01-01", facts[:60])
+        add(client, "s2", "2023-02-01", facts[60:])
+        questions = [f"what does p{i} like" for i in range(20)] + [f"where does p{i} live" for i in range(20)]
+        alone = {q: client.post("/v1/search", json={"question": q, "k": 4}).json() for q in questions}
+    answers: dict[str, dict] = {}
+
+    def ask(question: str) -> None:
+        with service.client("a") as own:
+            answers[question] = own.post("/v1/search", json={"question": question, "k": 4}).json()
+
+    threads = [threading.Thread(target=ask, args=(q,)) for q in questions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    # A batch is scored by one BLAS product, a lone question by FAISS's scan: the same float32 dot
+    # products of 64-d unit vectors, summed in another order (at most 64 roundings of 2^-24 each).
+    tolerance = 64 * float(np.finfo(np.float32).eps)
+    for question in questions:
+        got, want = answers[question], alone[question]
+        assert (got["evidence"], got["mode"]) == (want["evidence"], want["mode"])
+        assert [r["id"] for r in got["records"]] == [r["id"] for r in want["records"]]
+        assert [r["score"] for r in got["records"]] == pytest.approx(
+            [r["score"] for r in want["records"]], abs=tolerance
+        )
+        assert len(got["records"]) == 4
+
+
 def test_missing_and_unknown_keys_are_refused(service):
     with service.client(None) as anonymous:
         for method, path in (("GET", "/v1/stats"), ("POST", "/v1/search"), ("DELETE", "/v1/namespace")):
@@ -216,6 +250,9 @@ def test_keys_are_stored_hashed_and_added_from_the_cli(tmp_path, capsys):
         main(["serve", "--keys", str(keys), "--store", str(tmp_path / "nope"), "--encoder", "hashing"]) == 2
     )
     assert "store directory does not exist" in capsys.readouterr().err
+    bad_threads = ["serve", "--keys", str(keys), "--store", str(tmp_path), "--encoder-threads", "0"]
+    assert main(bad_threads) == 2
+    assert "--encoder-threads must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_deleting_a_sqlite_namespace_removes_its_file(tmp_path):

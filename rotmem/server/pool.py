@@ -26,6 +26,7 @@ from rotmem.memory import TemporalMemory
 from rotmem.memory.backends import is_postgres
 from rotmem.memory.database import MemoryDatabaseError
 from rotmem.memory.sql_database import check_namespace
+from rotmem.memory.tem_store import check_question
 from rotmem.memory.temporal_memory import Query, TemporalRecord
 from rotmem.server.batching import Batcher, ServiceEncoder
 
@@ -50,18 +51,34 @@ class Tenant:
     def __post_init__(self) -> None:
         self.searches = Batcher(self._search_batch)
 
-    def _search_batch(self, items: list[tuple[Query, np.ndarray]]) -> list[SearchResult]:
+    def _search_batch(self, items: list[tuple[Query, np.ndarray]]) -> list[SearchResult | ValueError]:
+        """The batch's results; when it fails on bad input, each query alone (its own result or error),
+        so one caller's mistake is not every caller's."""
         with self.lock:
             if self.closed:  # deleted while the batch waited
                 return [SearchResult([], None) for _ in items]
-            queries = [query for query, _ in items]
-            found = self.memory.retrieve_many(queries, np.stack([vector for _, vector in items]))
-            return [
-                SearchResult(
-                    records, self.memory.time_query(q.question, q.now)[0].mode.value if records else None
-                )
-                for q, records in zip(queries, found, strict=True)
-            ]
+            try:
+                return self._search(items)
+            except ValueError:
+                if len(items) == 1:
+                    raise
+            out: list[SearchResult | ValueError] = []
+            for item in items:
+                try:
+                    out += self._search([item])
+                except ValueError as error:
+                    out.append(error)
+            return out
+
+    def _search(self, items: list[tuple[Query, np.ndarray]]) -> list[SearchResult]:
+        queries = [query for query, _ in items]
+        found = self.memory.retrieve_many(queries, np.stack([vector for _, vector in items]))
+        return [
+            SearchResult(
+                records, self.memory.time_query(q.question, q.now)[0].mode.value if records else None
+            )
+            for q, records in zip(queries, found, strict=True)
+        ]
 
 
 class MemoryPool:
@@ -123,8 +140,11 @@ class MemoryPool:
         tenant = self._tenant(namespace, create=False)
         if tenant is None:
             return SearchResult([], None)
+        check_question(question)
         vector = self.encoder.encode([question])[0]
         [result] = tenant.searches.submit([(query, vector)])
+        if isinstance(result, ValueError):
+            raise result
         return result
 
     def embedded(self, texts: Sequence[str]) -> Any:
