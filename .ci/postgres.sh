@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI: Debian's Postgres server binaries for the memory tests (tests/postgres_server.py starts and
 # stops a throwaway server from them as the postgres user). Installs them when missing; pgvector is
-# not used (see docs/memory.md).
+# not used (measured against the in-memory index: see docs/memory.md).
 set -euo pipefail
 if ! compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" > /dev/null; then
     export DEBIAN_FRONTEND=noninteractive
