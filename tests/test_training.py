@@ -10,8 +10,8 @@ from lightning_modules.kg_data import TemporalKGDataModule
 from lightning_modules.phase2 import Phase2Module
 from rotmem import evaluate, load_model
 from rotmem.data import synthetic_kg
-from rotmem.models import RoMem, RoMemComplEx, TNTComplEx
 from rotmem.losses import one_vs_all_loss, time_contrastive_loss
+from rotmem.models import RoMem, RoMemComplEx, TNTComplEx
 
 
 @pytest.fixture(scope="module")
