@@ -63,17 +63,19 @@ FLAT_KEYS = sorted({name for cls in FAMILIES.values() for name in settings_of(cl
 
 def check_no_flat_keys(args: list[str]) -> None:
     """``UserInputError`` naming the first family argument given in the old flat layout: a
-    ``--model.dim`` on the command line, a ``model: {dim: ...}`` or ``model: {family: tntcomplex}``
-    in a ``--config`` file."""
+    ``--model.dim`` or ``--model.family tntcomplex`` on the command line, a ``model: {dim: ...}``
+    or ``model: {family: tntcomplex}`` in a ``--config`` file."""
     for i, arg in enumerate(args):
         if arg in ("--config", "-c") and i + 1 < len(args):
             _check_config_file(Path(args[i + 1]))
         elif arg.startswith("--config="):
             _check_config_file(Path(arg.split("=", 1)[1]))
         elif arg.startswith("--model."):
-            key = arg[len("--model.") :].split("=", 1)[0]
+            key, _, value = arg[len("--model.") :].partition("=")
             if key in FLAT_KEYS:
                 raise UserInputError(_moved(f"--model.{key}", key))
+            if key == "family" and (value or (args[i + 1] if i + 1 < len(args) else "")) in FAMILIES:
+                raise UserInputError(_old_family("--model.family", value or args[i + 1]))
 
 
 def _check_config_file(path: Path) -> None:
@@ -90,14 +92,19 @@ def _check_config_file(path: Path) -> None:
         return
     family = model.get("family")
     if isinstance(family, str) and family in FAMILIES:
-        raise UserInputError(
-            f"{path}: model.family: {family!r} is the old layout; the family is now its class and its "
-            f"arguments: model: {{family: {{class_path: {class_path(FAMILIES[family])}, init_args: "
-            "{...}}}} (on the command line --model.family NAME, e.g. TNTComplEx)"
-        )
+        raise UserInputError(_old_family(f"{path}: model.family", family))
     for key in model:
         if key in FLAT_KEYS:
             raise UserInputError(_moved(f"{path}: model.{key}", key))
+
+
+def _old_family(where: str, name: str) -> str:
+    cls = FAMILIES[name]
+    return (
+        f"{where}: {name!r} is the old layout; the family is now its class and its arguments: "
+        f"model: {{family: {{class_path: {class_path(cls)}, init_args: {{...}}}}}} in a config, "
+        f"--model.family {cls.__name__} on the command line"
+    )
 
 
 def _moved(where: str, key: str) -> str:

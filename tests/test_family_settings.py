@@ -110,6 +110,9 @@ def test_every_old_flat_key_is_caught():
             UserInputError, match=f"--model.{key}: '{key}' is an argument of the model family"
         ):
             check_no_flat_keys(["--model.lr", "0.1", f"--model.{key}", "1"])
+    for old in (["--model.family", "tntcomplex"], ["--model.family=romem-complex"]):
+        with pytest.raises(UserInputError, match="--model.family: '.*' is the old layout; .* --model.family"):
+            check_no_flat_keys(old)
     check_no_flat_keys(["--model.lr", "0.1", "--model.family.dim", "8", "--model.family", "TNTComplEx"])
 
 
