@@ -24,7 +24,8 @@ from rotmem.models.checkpoint import read_checkpoint
 
 LIGHTNING_CKPT_NAMES = ("last", "best", "hpc", "registry")
 
-# a family's constructor refusing its arguments: one line naming model.family (jsonargparse builds it)
+# a family's constructor refusing its arguments: one line naming model.family (jsonargparse builds
+# it; the module-level add_instantiator is jsonargparse >= 4.49's, pyproject's train extra)
 add_instantiator(family_settings.build_family, TemporalKGE)
 
 
