@@ -28,10 +28,10 @@ from rotmem import configs
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = {
-    "gate": lambda gate, paper_gate: ["--model.speed", "gate", "--model.gate_path", gate],
+    "gate": lambda gate, paper_gate: ["--model.family.speed", "gate", "--model.gate_path", gate],
     "no-gate": lambda gate, paper_gate: ["--config", str(configs.resolve("ablation-no-gate"))],
     "learned": lambda gate, paper_gate: ["--config", str(configs.resolve("ablation-learned-alpha"))],
-    "gate-paper": lambda gate, paper_gate: ["--model.speed", "gate", "--model.gate_path", paper_gate],
+    "gate-paper": lambda gate, paper_gate: ["--model.family.speed", "gate", "--model.gate_path", paper_gate],
 }
 METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
 

@@ -12,14 +12,15 @@ import torch
 
 from lightning_modules import entity_parallel
 from lightning_modules.evaluation_ranks import EvaluationRanks
+from lightning_modules.family_settings import family_spec
 from lightning_modules.settings import check_settings
 from rotmem.distributed import ShardedRanking, entity_parallel_loss
 from rotmem.errors import BadSettingError
 from rotmem.evaluation.filters import FILTERS
 from rotmem.evaluation.ranking import DEFAULT_TIE, answer_filters, batch_ranks
 from rotmem.losses import Objective, one_vs_all_loss, self_adversarial_loss
-from rotmem.models import build_model
-from rotmem.models.checkpoint import check_digest, family_arguments, model_state
+from rotmem.models import TemporalKGE
+from rotmem.models.checkpoint import check_digest, model_state
 from rotmem.models.digest import DIGEST_KEY, state_digest
 from rotmem.models.history import known_facts
 
@@ -31,21 +32,23 @@ class Phase2Module(pl.LightningModule):
     """``L = ½(CE_tail + CE_head) + λ·N3 + λ_t·L_time + λ_s·smoothness`` (or the self-adversarial
     loss for DistMult), for any model family (``rotmem.models.FAMILIES``).
 
-    The model settings go to the family's constructor, each family taking those its signature names
-    (``rotmem.models.checkpoint.family_arguments``): ``family="romem"`` (the paper's model) takes
-    ``dim, k, backbone, speed, init_scale, init_s, init_base`` (and ``gate_path`` here);
-    ``"tntcomplex"`` takes ``dim`` (``2 · rank``), ``init_scale`` and ``num_days`` (its per-day table
-    spans the training days from ``tau0``); ``"romem-complex"`` takes ``dim, speed, init_scale,
-    init_s, init_base, num_days, day_table, hold_rotation``. Every family takes the history term
-    (``rotmem.models.history``): ``history_windows``, ``pair_windows``, ``history_causal``,
-    ``history_eval_splits`` (its history is the training split, indexed at setup, and the facts of
-    ``history_eval_splits`` while it is evaluated: ``rotmem.models.history.known_facts``). Per-day
-    tables are kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``). The loss is
+    The model is ``family``, any ``rotmem.models.TemporalKGE``: in a config its class and its own
+    arguments (``lightning_modules.family_settings``; ``RoMemCLI`` links the dataset's sizes,
+    ``tau0`` and ``num_days`` into them), e.g. ``rotmem.models.RoMem`` (the paper's model: ``dim, k,
+    backbone, speed, init_scale, init_s, init_base``), ``rotmem.models.TNTComplEx`` (``dim`` = ``2 ·
+    rank``, ``init_scale``; its per-day table spans the training days from ``tau0``) or
+    ``rotmem.models.RoMemComplEx``. Every family takes the history term (``rotmem.models.history``:
+    ``history_windows``, ``pair_windows``, ``history_causal``, ``history_eval_splits``); its
+    history is the training split, indexed at setup, and the facts of ``history_eval_splits``
+    while it is evaluated (``rotmem.models.history.known_facts``). This module's own arguments are
+    the training's: the loss and its weights, the optimiser, ``gate_path`` (the pretrained gate a
+    family with ``speed="gate"`` reads its per-relation speeds from, once) and ``entity_parallel``.
+    Per-day tables are kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``). The loss is
     ``rotmem.losses.Objective`` around the fit term, the same for the entity-parallel step.
 
     Validation and test log filtered MRR and Hits@k under both filters and the three tie rules
     (``val/time-aware/mrr``, realistic ties, is the checkpoint metric; ``val/time-aware/pessimistic/mrr``
-    and ``.../optimistic/mrr`` beside it). ``speed="gate"`` reads per-relation speeds from ``gate_path`` once.
+    and ``.../optimistic/mrr`` beside it).
 
     Under DDP the metrics are gathered over ranks without the sampler's repeats (equal to one
     process's). ``entity_parallel=True`` with the DDP strategy shards the entity table's rows over the
@@ -54,25 +57,8 @@ class Phase2Module(pl.LightningModule):
 
     def __init__(
         self,
-        num_entities: int,
-        num_relations: int,
-        tau0: float = 0.0,
-        num_days: int = 1,
-        family: str = "romem",
-        dim: int = 500,
-        k: int = 3,
-        backbone: str = "chronor",
-        speed: str = "constant",
+        family: TemporalKGE,
         gate_path: str | None = None,
-        init_scale: float = 0.4,
-        init_s: float = 1.0,
-        init_base: float = 10000.0,
-        day_table: bool = False,
-        history_windows: list[int] | None = None,
-        pair_windows: list[int] | None = None,
-        history_causal: bool = False,
-        history_eval_splits: list[str] | None = None,
-        hold_rotation: bool = False,
         loss: str = "1vsall",
         adversarial_temperature: float = 1.0,
         regularizer: str = "l4",
@@ -86,6 +72,11 @@ class Phase2Module(pl.LightningModule):
         entity_parallel: bool = False,
     ):
         super().__init__()
+        if not isinstance(family, TemporalKGE):
+            raise TypeError(
+                f"family must be a model (a rotmem.models.TemporalKGE, e.g. TNTComplEx(...)), got "
+                f"{type(family).__name__}: a config gives its class and arguments (model.family)"
+            )
         check_settings(
             "model",
             positive=dict(lr=lr, sigma_years=sigma_years),
@@ -99,44 +90,22 @@ class Phase2Module(pl.LightningModule):
             raise BadSettingError(f"model.loss: unknown loss {loss!r}; expected one of {LOSSES}")
         if optimizer not in OPTIMIZERS:
             raise BadSettingError(f"model.optimizer: unknown {optimizer!r}; expected one of {OPTIMIZERS}")
-        if entity_parallel and (loss != "1vsall" or history_windows or pair_windows):
+        if entity_parallel and (loss != "1vsall" or family.history is not None):
             raise ValueError(
                 "entity_parallel=True trains the plain 1-vs-all loss only, without a history term "
-                f"(loss={loss!r}, history_windows={history_windows!r}, pair_windows={pair_windows!r})"
+                f"(loss={loss!r}, history_windows={family.config.get('history_windows')!r}, "
+                f"pair_windows={family.config.get('pair_windows')!r})"
             )
-        if speed == "gate" and not gate_path:
+        if family.config.get("speed") == "gate" and not gate_path:
             raise BadSettingError(
-                "model.speed 'gate' needs model.gate_path (a gate.pt from `rotmem gate pretrain`)"
+                "model.family.speed 'gate' needs model.gate_path (a gate.pt from `rotmem gate pretrain`)"
             )
         gate_path = str(Path(gate_path).expanduser()) if gate_path else None
-        self.save_hyperparameters()
+        # the model is saved as its class and arguments, never pickled (checkpoints load weights-only)
+        self.save_hyperparameters(ignore=["family"])
+        self.hparams.family = family_spec(family)
         self.hparams.gate_path = gate_path
-        settings = dict(
-            dim=dim,
-            k=k,
-            backbone=backbone,
-            speed=speed,
-            init_scale=init_scale,
-            init_s=init_s,
-            init_base=init_base,
-            num_days=num_days,
-            day_table=day_table,
-            hold_rotation=hold_rotation,
-            history_windows=history_windows,
-            pair_windows=pair_windows,
-            history_causal=history_causal,
-            history_eval_splits=history_eval_splits or ["train"],
-        )
-        try:  # each family takes the settings its constructor names (rotmem.models.family_arguments)
-            self.model = build_model(
-                family,
-                num_entities=num_entities,
-                num_relations=num_relations,
-                tau0=tau0,
-                **family_arguments(family, settings),
-            )
-        except ValueError as error:  # a width, window or family out of range: the user's settings
-            raise BadSettingError(f"model: {error}") from None
+        self.model = family
         self.objective = Objective(regularizer, regularizer_weight, time_weight, smoothness_weight)
         self._ranks = EvaluationRanks()
         self._evaluating = ExitStack()  # the history's evaluation facts, for one evaluation epoch
@@ -154,7 +123,7 @@ class Phase2Module(pl.LightningModule):
         history = getattr(self.model, "history", None)
         if history is not None and history.is_empty:
             history.index(kg.train)
-        if getattr(self.model, "speed", None) is not None and self.hparams.speed == "gate" and stage == "fit":
+        if self.model.config.get("speed") == "gate" and stage == "fit":
             from rotmem.gate import relation_speeds
 
             if not Path(self.hparams.gate_path).is_file():

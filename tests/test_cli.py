@@ -115,7 +115,7 @@ def test_packaged_configs_resolve_by_name_and_paths_stay_paths(tmp_path):
 
 
 def test_fit_accepts_a_packaged_config_name(tmp_path):
-    argv = ["fit", "--config", "synthetic", "--model.speed", "constant", "--model.gate_path", "null"]
+    argv = ["fit", "--config", "synthetic", "--model.family.speed", "constant", "--model.gate_path", "null"]
     argv += [
         "--trainer.max_epochs",
         "1",

@@ -44,7 +44,7 @@ def test_unknown_dataset(tmp_path):
     assert_one_line_error(rotmem("data", "info", "nope", cwd=tmp_path), "dataset 'nope' not found in")
     out = tmp_path / "runs"
     run = rotmem(
-        "fit", "--config", "synthetic", "--data.dataset", "nope", "--model.speed", "constant",
+        "fit", "--config", "synthetic", "--data.dataset", "nope", "--model.family.speed", "constant",
         "--trainer.default_root_dir", str(out), "--trainer.logger.init_args.save_dir", str(out),
         cwd=tmp_path,
     )  # fmt: skip
@@ -109,7 +109,8 @@ def test_malformed_data_rows(tmp_path, rows, expected):
         return  # one training run is enough: it reads the data with the same parser
     out = tmp_path / "runs"
     run = rotmem(
-        "fit", "--config", "synthetic", "--data.dataset", str(tmp_path / "kg"), "--model.speed", "constant",
+        "fit", "--config", "synthetic", "--data.dataset", str(tmp_path / "kg"),
+        "--model.family.speed", "constant",
         "--trainer.default_root_dir", str(out), "--trainer.logger.init_args.save_dir", str(out),
         cwd=tmp_path,
     )  # fmt: skip

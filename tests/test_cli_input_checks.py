@@ -40,7 +40,7 @@ def run_main(capsys, *argv: str) -> Run:
 def fit_args(out: Path, *extra: str) -> list[str]:
     """``rotmem fit`` on the synthetic preset, without a gate, writing only under ``out``."""
     return [
-        "fit", "--config", "synthetic", "--model.speed", "constant", "--model.gate_path", "null",
+        "fit", "--config", "synthetic", "--model.family.speed", "constant", "--model.gate_path", "null",
         "--trainer.default_root_dir", str(out), "--trainer.logger.init_args.save_dir", str(out), *extra,
     ]  # fmt: skip
 
@@ -67,18 +67,21 @@ GOOD = b"A\tr\tB\t2014-01-01\n"
 # --- fit settings ------------------------------------------------------------------------------
 def test_fit_with_a_width_of_zero_through_the_console_script(tmp_path):
     out = tmp_path / "runs"
-    run = rotmem(*fit_args(out, "--model.dim", "0"), cwd=tmp_path)
-    assert_one_line_error(run, "model: dim=0 with k=1 leaves no complex dimension")
+    run = rotmem(*fit_args(out, "--model.family.dim", "0"), cwd=tmp_path)
+    assert_one_line_error(run, "model.family (RoMem): dim=0 with k=1 leaves no complex dimension")
     assert not out.exists()
 
 
 @pytest.mark.parametrize(
     "setting, expected",
     [
-        (["--model.dim", "-8"], "model: dim=-8 with k=1 leaves no complex dimension"),
+        (["--model.family.dim", "-8"], "model.family (RoMem): dim=-8 with k=1 leaves no complex dimension"),
         (["--data.batch_size", "0"], "data.batch_size must be at least 1, got 0"),
         (["--model.lr", "-1"], "model.lr must be positive, got -1.0"),
-        (["--model.family", "tntcomplex", "--model.dim", "0"], "model: TNTComplEx needs dim >= 2"),
+        (
+            ["--model.family", "TNTComplEx", "--model.family.dim", "0"],
+            "model.family (TNTComplEx): TNTComplEx needs dim >= 2",
+        ),
     ],
 )
 def test_fit_settings_out_of_range(tmp_path, capsys, setting, expected):

@@ -10,6 +10,7 @@ import pytorch_lightning as pl
 import torch
 import yaml
 
+from lightning_modules.family_settings import class_path
 from rotmem import configs
 from rotmem.data import synthetic_kg
 from rotmem.data.arrays import save_arrays
@@ -43,12 +44,15 @@ def test_an_overlay_is_merged_onto_its_base(tmp_path):
 def test_a_packaged_overlay_is_its_base_plus_a_few_keys():
     day = yaml.safe_load(configs.resolve("icews05-15-romem-complex-day").read_text())
     base = yaml.safe_load(configs.resolve("icews05-15-romem-complex").read_text())
-    assert day["model"] == base["model"] | {"day_table": True}
+    family = base["model"]["family"]
+    family["init_args"] |= {"day_table": True}
+    assert day["model"] == base["model"]
     assert day["trainer"]["logger"]["init_args"]["name"] == "icews05-15-romem-complex-day"
     tnt = yaml.safe_load(configs.resolve("icews05-15-tntcomplex-history-extrapolation").read_text())
     romem = yaml.safe_load(configs.resolve("icews05-15-romem-complex-extrapolation").read_text())
     history = ("history_windows", "pair_windows", "history_causal", "history_eval_splits")
-    assert {k: tnt["model"][k] for k in history} == {k: romem["model"][k] for k in history}
+    tnt, romem = tnt["model"]["family"]["init_args"], romem["model"]["family"]["init_args"]
+    assert {k: tnt[k] for k in history} == {k: romem[k] for k in history}
 
 
 def test_the_old_cpu_preset_name_is_an_alias():
@@ -56,7 +60,7 @@ def test_the_old_cpu_preset_name_is_an_alias():
     for old in ("icews05-15-cpu", "icews05-15-cpu.yaml"):
         assert configs.resolve(old).read_text() == new.read_text()
     assert "icews05-15-cpu" not in configs.names() and "icews05-15-chronor-dim128" in configs.names()
-    assert yaml.safe_load(new.read_text())["model"]["dim"] == 128
+    assert yaml.safe_load(new.read_text())["model"]["family"]["init_args"]["dim"] == 128
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +83,9 @@ def test_every_phase2_config_builds_and_trains_a_step(names, tiny_graph):
     merged = {}
     for path in paths:
         merged = configs.merge(merged, yaml.safe_load(path.read_text()))
-    if merged["model"].get("speed") == "gate":  # no pretrained gate here: the same model at alpha = 1
-        args += ["--model.speed", "constant", "--model.gate_path", "null"]
+    family = merged["model"]["family"]
+    if family["init_args"].get("speed") == "gate":  # no pretrained gate here: the same model at alpha = 1
+        args += ["--model.family.speed", "constant", "--model.gate_path", "null"]
     args += ["--data.dataset", str(tiny_graph), "--data.batch_size", "64"]
     with mock.patch("sys.argv", ["rotmem"]):
         cli = RoMemCLI(Phase2Module, TemporalKGDataModule, args=args, run=False, save_config_callback=None)
@@ -100,6 +105,8 @@ def test_every_phase2_config_builds_and_trains_a_step(names, tiny_graph):
     after = dict(cli.model.named_parameters())
     assert all(torch.isfinite(p).all() for p in after.values())
     assert any(not torch.equal(before[name], after[name]) for name in before)  # the step moved weights
+    saved = cli.model.hparams["family"]  # the family's class and arguments, as the config gives them
+    assert saved["class_path"] == family["class_path"] == class_path(type(cli.model.model))
     for key in ("history_windows", "day_table", "dim"):
-        if key in merged["model"]:
-            assert cli.model.hparams[key] == merged["model"][key], key
+        if key in family["init_args"]:
+            assert saved["init_args"][key] == family["init_args"][key], key

@@ -27,8 +27,8 @@ COMMON = [
     "--config", "synthetic",
     "--trainer.accelerator", "cpu",
     "--trainer.enable_progress_bar", "false",
-    "--model.speed", "constant", "--model.gate_path", "null",
-    "--model.dim", "32", "--model.time_weight", "0", "--data.num_negative_times", "0",
+    "--model.family.speed", "constant", "--model.gate_path", "null",
+    "--model.family.dim", "32", "--model.time_weight", "0", "--data.num_negative_times", "0",
 ]  # fmt: skip
 TRAIN = [
     "--trainer.limit_train_batches",

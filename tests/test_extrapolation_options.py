@@ -138,12 +138,11 @@ def test_a_fit_with_an_online_history_checkpoints_the_training_index(tmp_path):
     valid_from, test_from = (date_of(int(days[len(days) * k // 5])) for k in (3, 4))
     split, _ = split_by_time(base, valid_from, test_from)
     data = TemporalKGDataModule(kg=split, batch_size=256, num_negative_times=0)
-    module = Phase2Module(
+    family = RoMemComplEx(
         data.num_entities,
         data.num_relations,
-        data.tau0,
+        tau0=data.tau0,
         num_days=data.num_days,
-        family="romem-complex",
         dim=16,
         init_scale=0.1,
         init_s=0.01,
@@ -153,6 +152,9 @@ def test_a_fit_with_an_online_history_checkpoints_the_training_index(tmp_path):
         history_causal=True,
         history_eval_splits=["train", "valid", "test"],
         hold_rotation=True,
+    )
+    module = Phase2Module(
+        family,
         regularizer="modulus3",
         regularizer_weight=1e-3,
         time_weight=0.0,

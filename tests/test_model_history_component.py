@@ -168,16 +168,18 @@ def test_any_family_takes_the_same_history_keys():
 def test_phase2_trains_tntcomplex_with_history_and_the_checkpoint_reloads_it(tmp_path):
     kg = synthetic_kg(num_people=40, num_cities=8, num_companies=6, num_countries=3, seed=2).kg
     data = TemporalKGDataModule(kg=kg, batch_size=256, num_negative_times=0)
-    module = Phase2Module(
+    family = TNTComplEx(
         data.num_entities,
         data.num_relations,
-        data.tau0,
+        tau0=data.tau0,
         num_days=data.num_days,
-        family="tntcomplex",
         dim=16,
         init_scale=0.1,
         history_windows=[1, 30],
         pair_windows=[7],
+    )
+    module = Phase2Module(
+        family,
         regularizer="modulus3",
         regularizer_weight=1e-3,
         time_weight=0.0,

@@ -43,8 +43,9 @@ def fit(root, *extra: str) -> None:
     """``rotmem fit --config synthetic`` (its callbacks, its checkpoints), small and without a gate."""
     from rotmem.cli import resolve_configs
 
-    argv = ["fit", "--config", "synthetic", "--model.speed", "constant", "--model.gate_path", "null"]
-    argv += ["--model.dim", "16", "--trainer.max_epochs", "2", "--trainer.check_val_every_n_epoch", "2"]
+    argv = ["fit", "--config", "synthetic", "--model.family.speed", "constant", "--model.gate_path", "null"]
+    argv += ["--model.family.dim", "16", "--trainer.max_epochs", "2"]
+    argv += ["--trainer.check_val_every_n_epoch", "2"]
     argv += ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
     argv += ["--trainer.default_root_dir", str(root), "--trainer.logger.init_args.save_dir", str(root)]
     run_lightning_cli(resolve_configs(argv + list(extra)))

@@ -126,7 +126,7 @@ def test_phase2_step_holds_one_table_at_its_peak(monkeypatch):
     else at its peak; the all-dense step holds a second table (a zeros-and-rows gradient) before
     autograd sums the two."""
     monkeypatch.setenv("ROTMEM_BACKEND", "native")
-    module = Phase2Module(20_000, 6, tau0=16000.0, dim=200, k=3, speed="learned", init_s=0.05)
+    module = Phase2Module(RoMem(20_000, 6, tau0=16000.0, dim=200, k=3, speed="learned", init_s=0.05))
     model = module.model
     _, facts = make_model_and_facts(entities=20_000, dim=200, batch=8)
     negative_days = facts[:, 3:].double() + torch.tensor([[-300.0, -30.0, 40.0, 500.0]])

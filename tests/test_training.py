@@ -11,6 +11,7 @@ from lightning_modules.phase2 import Phase2Module
 from rotmem import evaluate, load_model
 from rotmem.data import synthetic_kg
 from rotmem.losses import one_vs_all_loss, time_contrastive_loss
+from rotmem.models import RoMem, RoMemComplEx, TNTComplEx
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +21,8 @@ def small_kg():
 
 def make(kg, **model_args):
     data = TemporalKGDataModule(kg=kg, batch_size=256, eval_batch_size=512, num_negative_times=4)
-    args = dict(dim=32, k=1, speed="learned", init_s=0.01, lr=0.1) | model_args
-    model = Phase2Module(data.num_entities, data.num_relations, data.tau0, **args)
+    args = dict(dim=32, k=1, speed="learned", init_s=0.01) | model_args
+    model = Phase2Module(RoMem(data.num_entities, data.num_relations, tau0=data.tau0, **args), lr=0.1)
     return data, model
 
 
@@ -92,12 +93,7 @@ def test_self_adversarial_distmult_variant_trains(tmp_path, small_kg):
     batch = data.make_batch(list(range(32)))
     assert batch["negative_tails"].shape == (32, 16)
     module = Phase2Module(
-        data.num_entities,
-        data.num_relations,
-        data.tau0,
-        dim=32,
-        k=1,
-        backbone="distmult",
+        RoMem(data.num_entities, data.num_relations, tau0=data.tau0, dim=32, k=1, backbone="distmult"),
         loss="self_adversarial",
         optimizer="adam",
         lr=1e-2,
@@ -122,14 +118,11 @@ def test_the_checkpoint_metric_of_a_model_whose_scores_all_tie_is_about_one_over
 
 def test_tntcomplex_trains_through_the_same_module_and_checkpoint(tmp_path, small_kg):
     data = TemporalKGDataModule(kg=small_kg, batch_size=256, num_negative_times=0)
+    family = TNTComplEx(
+        data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=32, init_scale=0.1
+    )
     module = Phase2Module(
-        data.num_entities,
-        data.num_relations,
-        data.tau0,
-        num_days=data.num_days,
-        family="tntcomplex",
-        dim=32,
-        init_scale=0.1,
+        family,
         regularizer="modulus3",
         regularizer_weight=1e-3,
         smoothness_weight=1.0,
@@ -147,18 +140,20 @@ def test_tntcomplex_trains_through_the_same_module_and_checkpoint(tmp_path, smal
 
 def test_romem_complex_with_history_trains_and_reloads(tmp_path, small_kg):
     data = TemporalKGDataModule(kg=small_kg, batch_size=256, num_negative_times=0)
-    module = Phase2Module(
+    family = RoMemComplEx(
         data.num_entities,
         data.num_relations,
-        data.tau0,
+        tau0=data.tau0,
         num_days=data.num_days,
-        family="romem-complex",
         dim=32,
         init_scale=0.1,
         init_s=0.01,
         day_table=True,
         history_windows=[1, 30, 365],
         pair_windows=[7],
+    )
+    module = Phase2Module(
+        family,
         regularizer="modulus3",
         regularizer_weight=1e-3,
         smoothness_weight=1.0,

@@ -27,16 +27,19 @@ def lightning_fit(kg: TemporalKG, config: FitConfig):
 
     from lightning_modules.kg_data import TemporalKGDataModule
     from lightning_modules.phase2 import Phase2Module
+    from rotmem.models import RoMem
 
     data = TemporalKGDataModule(
         kg=kg, batch_size=config.batch_size, num_negative_times=config.num_negative_times, seed=config.seed
     )
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
-        module = Phase2Module(
+        family = RoMem(
             kg.num_entities, kg.num_relations, tau0=data.tau0, dim=config.dim, k=config.k,
             backbone=config.backbone, init_scale=config.init_scale, init_s=config.init_s,
-            optimizer=config.optimizer, lr=config.lr, regularizer_weight=config.regularizer_weight,
+        )  # fmt: skip
+        module = Phase2Module(
+            family, optimizer=config.optimizer, lr=config.lr, regularizer_weight=config.regularizer_weight,
             time_weight=config.time_weight, sigma_years=config.sigma_years,
         )  # fmt: skip
         trainer = pl.Trainer(

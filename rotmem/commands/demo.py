@@ -74,7 +74,8 @@ def ensure_gate(config: Path, data: str, data_dir: str | None) -> None:
     from rotmem.cli import run
 
     model = yaml.safe_load(config.read_text()).get("model", {})
-    if model.get("speed") != "gate":
+    family = model.get("family") or {}
+    if (family.get("init_args") or {}).get("speed") != "gate":
         return
     gate_path = Path(model["gate_path"]).expanduser()
     if gate_path.is_file():

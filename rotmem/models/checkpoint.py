@@ -34,8 +34,9 @@ def build_model(family: str, **config) -> TemporalKGE:
 
 
 def family_arguments(family: str, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The entries of ``settings`` (every family's settings, as a Phase-2 config holds them) that
-    ``family``'s constructor takes; an unknown family is a ``ValueError``."""
+    """The entries of ``settings`` (every family's settings, as the old flat Phase-2 layout held
+    them: ``lightning_modules.family_settings.upgrade_hparams``) that ``family``'s constructor
+    takes; an unknown family is a ``ValueError``."""
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}; expected one of {sorted(FAMILIES)}")
     accepted = inspect.signature(FAMILIES[family]).parameters
