@@ -48,13 +48,6 @@ def truth_cross_entropy(q, entity, target, reduction="mean"):
     return F.cross_entropy(q @ entity.t(), target, reduction=reduction)
 
 
-def truth_n3(tensors, kind="l4"):
-    n = tensors[0].shape[-1] // 2
-    if kind == "l4":
-        return sum((x**4).sum() for x in tensors)
-    return sum(((x[..., :n] ** 2 + x[..., n:] ** 2) ** 1.5).sum() for x in tensors)
-
-
 def run(fn, inputs, wrt, grad_out):
     """``fn(*inputs)`` and the gradients of ``inputs[i]`` for ``i in wrt``, given ``grad_out`` (float64)."""
     args = [t.detach().clone().requires_grad_(i in wrt) if i in wrt else t for i, t in enumerate(inputs)]
@@ -100,61 +93,9 @@ def randn(*shape, device="cpu", scale=1.0, seed=0):
     return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(device)
 
 
-# --- rotate and unrotated_query ----------------------------------------------------------------------
+# --- unrotated_query ----------------------------------------------------------------------
 
 ROW_SHAPES = [(1, 1), (7, 83), (999, 83), (5, 249)]
-
-
-@EVERY_CPU_ISA
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, n", ROW_SHAPES)
-def test_rotate(device, dtype, rows, n):
-    x, theta = randn(rows, 2 * n, device=device), randn(rows, n, device=device, scale=3, seed=1)
-    check(native.rotate, reference.rotate, reference.rotate, [x, theta], [0, 1], dtype, name="rotate")
-
-
-@EVERY_CPU_ISA
-def test_rotate_sines_and_cosines_over_every_angle_range():
-    """The CPU's vectorised sin/cos (exact reduction to |t| <= 8192, libm beyond) is float32-accurate."""
-    theta = torch.cat(
-        [
-            torch.linspace(-20.0, 20.0, 20_001),
-            torch.linspace(-9000.0, 9000.0, 20_001),  # crosses the 8192 rad switch to libm
-            torch.tensor([8191.99, 8192.0, 8192.01, 1e6, -3e7, 1e30, 0.0, -0.0]),
-        ]
-    ).reshape(1, -1)
-    x = torch.cat([torch.ones_like(theta), torch.zeros_like(theta)], dim=1)
-    y = native.rotate(x, theta).double()
-    n = theta.shape[1]
-    exact = theta.double()
-    # 1.5 ulp of the polynomials (with or without FMA) and 0.5 of the rounding: 2 ulp of a value in
-    # [0.5, 1] is 2 * 2^-24 = 1.2e-7; libm beyond 8192 rad is within 1 ulp
-    assert (y[:, :n] - exact.cos()).abs().max() < 2e-7
-    assert (y[:, n:] - exact.sin()).abs().max() < 2e-7
-    odd = torch.tensor([[float("nan"), float("inf"), -float("inf")]])
-    assert native.rotate(torch.ones(1, 6), odd).isnan().all()
-
-
-@EVERY_CPU_ISA
-@pytest.mark.parametrize("device", DEVICES)
-def test_rotate_broadcasts_like_the_reference(device):
-    x = randn(3, 4, 10, device=device)
-    for theta in (
-        randn(3, 1, 5, device=device, seed=1),
-        randn(5, device=device, seed=2),
-        randn(3, 4, 1, seed=3),
-    ):
-        theta = theta.to(device)
-        check(
-            native.rotate,
-            reference.rotate,
-            reference.rotate,
-            [x, theta],
-            [0, 1],
-            torch.float32,
-            name="rotate",
-        )
 
 
 @EVERY_CPU_ISA
@@ -414,7 +355,7 @@ def test_cross_entropy_all_without_grad(device):
     assert not loss.requires_grad
 
 
-# --- score_all and n3 ----------------------------------------------------------------------------
+# --- score_all ----------------------------------------------------------------------------
 
 
 def check_product(got, a, b, dtype, name):
@@ -452,22 +393,3 @@ def test_score_all(device, dtype, batch, entities, n):
     check_product(scores, q, e.t(), dtype, "score_all")
     check_product(grad_q, grad, e, dtype, "score_all grad[q]")
     check_product(grad_e, grad.t(), q, dtype, "score_all grad[entity]")
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("kind", ["l4", "modulus3"])
-@pytest.mark.parametrize("rows, n", [(1, 1), (999, 83), (4, 249)])
-def test_n3(device, dtype, kind, rows, n):
-    a, b = randn(rows, 2 * n, device=device), randn(3, 2 * n, device=device, seed=1)
-
-    def wrap(op):
-        return lambda a, b: op([a, b], kind)
-
-    check(wrap(native.n3), wrap(reference.n3), wrap(truth_n3), [a, b], [0, 1], dtype, name=f"n3[{kind}]")
-
-
-def test_n3_takes_any_leading_shape():
-    x = randn(2, 3, 8).float()
-    torch.testing.assert_close(native.n3([x], "modulus3"), reference.n3([x], "modulus3"))
-    torch.testing.assert_close(native.n3([x[0, 0]]), reference.n3([x[0, 0]]))

@@ -92,27 +92,6 @@ def check_op(kernel_fn, reference_fn, inputs, dtype, names, exact=()):
         assert_accurate(f"d/d{names[i]}", g, r, x, dtype, noise[k + 1])
 
 
-# --- rotate --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, n", QUERY_SHAPES)
-def test_rotate_matches_reference(rows, n, dtype):
-    torch.manual_seed(rows * 100 + n)
-    x, theta = make(rows, 2 * n, dtype=dtype), make(rows, n, dtype=dtype, scale=4.0)
-    check_op(T.rotate, reference.rotate, [x, theta], dtype, ["x", "theta"])
-
-
-def test_rotate_broadcasts_and_handles_large_angles():
-    torch.manual_seed(1)
-    x = make(3, 1, 2 * 7)  # one vector per fact, rotated at J = 4 times
-    theta = make(3, 4, 7, scale=2000.0)  # thousands of radians: range reduction must be exact
-    check_op(T.rotate, reference.rotate, [x, theta], torch.float32, ["x", "theta"])
-
-
-def test_rotate_rejects_mismatched_widths():
-    with pytest.raises(ValueError, match="x has last dim 6"):
-        T.rotate(torch.zeros(2, 6, device=DEVICE), torch.zeros(2, 4, device=DEVICE))
-
-
 # --- unrotated_query (dense) ---------------------------------------------------------------------
 @pytest.mark.parametrize("backbone", ["chronor", "distmult"])
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -322,31 +301,10 @@ def test_cross_entropy_all_errors_name_the_input():
         T.cross_entropy_all(q, make(4, 8, grad=False), torch.tensor([0, 1], device=DEVICE))
 
 
-# --- n3 ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kind", ["l4", "modulus3"])
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, n", QUERY_SHAPES)
-def test_n3_matches_reference(rows, n, dtype, kind):
-    torch.manual_seed(rows * n)
-    tensors = [make(rows, 2 * n, dtype=dtype, scale=0.4), make(2, rows, 2 * n, dtype=dtype, scale=0.4)]
-    check_op(
-        lambda a, b: T.n3([a, b], kind), lambda a, b: reference.n3([a, b], kind), tensors, dtype, ["t0", "t1"]
-    )
-
-
-def test_n3_errors_name_the_input():
-    with pytest.raises(ValueError, match="unknown regulariser kind 'l3'"):
-        T.n3([torch.zeros(2, 4, device=DEVICE)], kind="l3")
-    with pytest.raises(ValueError, match="at least one tensor"):
-        T.n3([])
-
-
 # --- float64 gradcheck and opcheck ---------------------------------------------------------------
 def gradcheck_case(op):
     """``(function, float64 inputs)`` for ``torch.autograd.gradcheck`` on tiny shapes."""
     f64 = torch.float64
-    if op == "rotate":
-        return T.rotate, (make(3, 6, dtype=f64), make(3, 3, dtype=f64, scale=3.0))
     if op == "unrotated_query":
         return T.unrotated_query, tuple(make(2, 4, dtype=f64) for _ in range(3)) + (make(2, 2, dtype=f64),)
     if op == "unrotated_query_indexed":
@@ -363,19 +321,15 @@ def gradcheck_case(op):
             make(3, 4, dtype=f64),
             make(5, 4, dtype=f64),
         )
-    return lambda a: T.n3([a], op), (make(2, 6, dtype=f64),)
 
 
 @pytest.mark.parametrize(
     "op",
     [
-        "rotate",
         "unrotated_query",
         "unrotated_query_indexed",
         "cross_entropy_all:none",
         "cross_entropy_all:sum",
-        "l4",
-        "modulus3",
     ],
 )
 def test_gradcheck_float64(op):
