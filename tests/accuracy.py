@@ -10,8 +10,13 @@ elements) is at most ``2 * ref_err + noise + FLOOR[dtype] * max|truth|``:
 - ``noise``: how far the truth moves when the inputs move by ``NOISE`` (4 float32 eps, relative):
   the problem's conditioning (a sine of a 4000-radian angle amplifies any rounding of the angle).
 - ``FLOOR * max|truth|``: the kernel's own elementwise arithmetic and its one final rounding
-  (float32: 1e-6, 16.8 units of 2^-24; bfloat16: 1e-3, room for the float32 internals); why each
-  backend meets it is in its test module (``tests/test_ops_native.py``, ``tests/test_ops_triton.py``).
+  (float32: 1e-6, 16.8 units of 2^-24; bfloat16: 1e-3, room for the float32 internals); why the
+  native kernels meet it is in ``tests/test_ops_native.py``'s docstring.
+
+``check`` runs an op, the eager reference and the float64 truth (with perturbed inputs for the
+noise term) forward and backward and applies the bound to the output and every gradient: one
+procedure for every backend and op (``tests/test_ops_rotate.py``, ``test_ops_unrotated_query.py``,
+``test_ops_n3.py``, ``test_ops_native.py``).
 """
 
 from __future__ import annotations
