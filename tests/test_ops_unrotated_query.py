@@ -113,6 +113,8 @@ INDEXED_CASES += INTERPRETED
 def test_unrotated_query_indexed(backend, dtype, case):
     if backend.interpreted and case not in INTERPRETED:
         pytest.skip("too slow for the Triton interpreter: runs compiled on a GPU")
+    if backend.device == "cpu" and case[:4] == (1000, 249, 10488, 251):
+        pytest.skip("the issue's full shape: on a GPU (the CPU runs B = 999 at n = 83 against it)")
     *shape, chronor, tau0, days_from = case
     check_indexed(backend, dtype, shape, chronor=chronor, tau0=tau0, days_from=days_from)
 
