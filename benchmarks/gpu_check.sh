@@ -5,21 +5,27 @@
 #
 #   step      limit  what
 #   (wheels)     15  install the carried wheels; then 10 s to ask torch whether a GPU is visible
-#   env          10  python, torch, triton, nvcc, ninja, CUDA_HOME, setuptools
-#   build       100  the native extension with its CUDA kernels (for the visible GPU; ninja, all cores),
-#                    then 10 s to report rotmem._C.WITH_CUDA
+#   env          10  python, torch, triton, nvcc, ninja, CUDA_HOME, setuptools (benchmarks/gpu_env.py)
+#   build       100  the native extension with its CUDA kernels (for the visible GPU; ninja, all cores)
+#   extension    10  import it: rotmem._C.WITH_CUDA
 #   tests        65  every op's tests on CUDA (test_ops_*.py, test_sparse_grad.py; -m "not slow")
 #   eval         30  a full ICEWS05-15 test evaluation, fused ranking, GPU then CPU: seconds and MRRs
 #   epoch-day    35  icews05-15-romem-complex-day: 200 training batches (of 738, about 27% of an
 #   epoch-tnt    35  icews05-15-tntcomplex           epoch, to fit) and a full validation, each
 #   kernels      40  the kernel benchmark against eager and torch.compile, rotate's GB/s beside a copy
-#   total       350  + 7 steps x 1 s of --kill-after = 357 s <= 360 s (tests/test_ops_gpu_check_dry_run.py
+#   total       350  + 8 steps x 1 s of --kill-after = 358 s <= 360 s (tests/test_ops_gpu_check_dry_run.py
 #                    adds the limits up)
+# The exit code is 1 when a step failed or timed out.
 #
 #   bash benchmarks/gpu_check.sh                 # results under $OUT, else benchmarks/results/gpu_check
-#   bash benchmarks/gpu_check.sh --dry-run       # on the CPU, < 1 minute: every step's command
-#                                                # line parses and starts (tests/test_gpu_check_dry_run.py)
+#   bash benchmarks/gpu_check.sh --dry-run       # on the CPU: every step's command line parses and starts
 #   GPU_CHECK_STEPS="tests kernels" bash benchmarks/gpu_check.sh    # a subset of the steps above
+#
+# The dry run gives each step a dry form (pip --dry-run, pytest --collect-only, gpu_eval.py --dry-run,
+# LightningCLI's --print_config, the kernel benchmark's --budget-s 0) and queues it instead of running it;
+# at the end benchmarks/gpu_check_dry_run.py starts them all in one Python process that imports torch,
+# Lightning and pytest once (a new interpreter per step spent most of a minute on those imports), two at
+# a time, each with its step's limit. tests/test_ops_gpu_check_dry_run.py runs it.
 #
 # On the lent GPU machine (no registry, no ../shared): run `bash benchmarks/gpu_prepare.sh` here
 # first, then call the device with carry=[".whl", ".gpu_data"]; wheels found in .whl/ (Lightning's
@@ -32,22 +38,41 @@ DRY=0
 OUT="${OUT:-benchmarks/results/gpu_check}"
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"
-STEPS="${GPU_CHECK_STEPS:-env build tests eval epoch-day epoch-tnt kernels}"
+STEPS="${GPU_CHECK_STEPS:-env build extension tests eval epoch-day epoch-tnt kernels}"
 PYTHON="${PYTHON:-python3}"
 KILL_AFTER=1
+QUEUE="$OUT/dry_run.queue"
+FAILED=0
 : >"$SUMMARY"
+[[ $DRY == 1 ]] && : >"$QUEUE"
 wanted() { [[ " $STEPS " == *" $1 "* ]]; }
 note() { echo "$*" | tee -a "$SUMMARY"; }
 
-# step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log, record rc and seconds.
+# step NAME SECONDS REPORT COMMAND...: run with a time limit, log to $OUT/NAME.log, then `finished`.
+# The dry run queues NAME, SECONDS and the command (NUL-terminated words) for gpu_check_dry_run.py.
 step() {
-    local name=$1 limit=$2 start=$SECONDS rc
-    shift 2
+    local name=$1 limit=$2 report=$3 start=$SECONDS rc
+    shift 3
     note "== $name (limit ${limit}s): $*"
+    REPORTS[$name]=$report
+    if [[ $DRY == 1 ]]; then
+        printf '%s\0' "$name" "$limit" "$#" "$@" >>"$QUEUE"
+        return
+    fi
     timeout --kill-after=$KILL_AFTER "$limit" "$@" >"$OUT/$name.log" 2>&1
     rc=$?
+    finished "$name" "$rc$([[ $rc == 124 ]] && echo ' (timed out)') in $((SECONDS - start)) s"
+}
+declare -A REPORTS
+
+# finished NAME "RC in S s": the log's tail, the step's rc and seconds, then its figures (its REPORT
+# function, given the step's name) into the summary
+finished() {
+    local name=$1 result=$2
     tail -n 15 "$OUT/$name.log"
-    note "== $name: rc=$rc$([[ $rc == 124 ]] && echo ' (timed out)') in $((SECONDS - start)) s"
+    note "== $name: rc=$result"
+    [[ $result == "0 "* ]] || FAILED=$((FAILED + 1))
+    "${REPORTS[$name]}" "$name"
 }
 
 if compgen -G ".whl/*.whl" >/dev/null; then  # what the machine lacks (benchmarks/gpu_prepare.sh)
@@ -65,32 +90,22 @@ DATA="${ROTMEM_DATA_DIR:-$([[ -d .gpu_data ]] && echo .gpu_data || echo ../share
 [[ -d "$DATA" ]] && export ROTMEM_DATA_DIR="$(cd "$DATA" && pwd)"
 
 # the machine as the build and the tests will see it
-env_report() {
-    date -u +%Y-%m-%dT%H:%M:%SZ
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-    echo "which nvcc ninja: $(which nvcc ninja | tr '\n' ' ')"
-    echo "CUDA_HOME=${CUDA_HOME:-unset}"
-    "$PYTHON" -c "import sys, setuptools, torch, triton; from torch.utils.cpp_extension import CUDA_HOME
-print(sys.executable, sys.version.split()[0], 'setuptools', setuptools.__version__, 'torch', torch.__version__,
-      'cuda', torch.version.cuda, 'triton', triton.__version__, 'torch CUDA_HOME', CUDA_HOME,
-      'gpu', torch.cuda.get_device_name() if torch.cuda.is_available() else None)"
-}
-if wanted env; then
-    export -f env_report
-    export PYTHON
-    step env 10 bash -c env_report
-    grep -v "^==" "$OUT/env.log" >>"$SUMMARY"
-fi
+report_env() { cat "$OUT/$1.log" >>"$SUMMARY"; }
+wanted env && step env 10 report_env "$PYTHON" benchmarks/gpu_env.py
 
 if wanted build; then
     # the visible GPU's architecture (setup.py: 8.0;9.0+PTX when none is visible); ninja builds in parallel
-    BUILD=("$PYTHON" -m pip install --no-deps --no-build-isolation -e .)
+    BUILD=("$PYTHON" -m pip install --no-index --disable-pip-version-check --no-deps --no-build-isolation -e .)
     [[ $DRY == 1 ]] && BUILD+=(--dry-run)  # the build backend runs setup.py, compiles nothing
-    MAX_JOBS="${MAX_JOBS:-$(nproc)}" step build 100 "${BUILD[@]}"
-    timeout 10 "$PYTHON" -c "import rotmem._C as C; print('rotmem._C WITH_CUDA =', C.WITH_CUDA)" 2>&1 | tail -n 1 |
-        tee -a "$SUMMARY"
+    MAX_JOBS="${MAX_JOBS:-$(nproc)}" step build 100 true "${BUILD[@]}"
+fi
+report_last_line() { tail -n 1 "$OUT/$1.log" | tee -a "$SUMMARY"; }
+if wanted extension; then
+    step extension 10 report_last_line "$PYTHON" -c \
+        "import torch, rotmem._C as C; print('rotmem._C WITH_CUDA =', C.WITH_CUDA)"
 fi
 
+report_tests() { grep -E "passed|failed|error|collected" "$OUT/$1.log" | tail -n 1 | sed 's/^/tests: /' | tee -a "$SUMMARY"; }
 if wanted tests; then
     # every op's tests (the AOT compile test is the CPU's, CI's); pytest-xdist, when the image has
     # it, compiles the Triton kernels in several processes at once
@@ -98,41 +113,55 @@ if wanted tests; then
     TEST_ARGS=(-q -p no:cacheprovider -m "not slow" -rfE --ignore tests/test_ops_triton_aot.py)
     "$PYTHON" -c "import xdist" 2>/dev/null && TEST_ARGS+=(-n 8)
     [[ $DRY == 1 ]] && TEST_ARGS+=(--collect-only)
-    step tests 65 "$PYTHON" -m pytest "${TEST_ARGS[@]}" "${TESTS[@]}"
-    grep -E "passed|failed|error" "$OUT/tests.log" | tail -n 1 | sed 's/^/tests: /' | tee -a "$SUMMARY"
+    step tests 65 report_tests "$PYTHON" -m pytest "${TEST_ARGS[@]}" "${TESTS[@]}"
 fi
 
+report_eval() { grep -E "MRR" "$OUT/$1.log" | tee -a "$SUMMARY"; }
 if wanted eval; then
     EVAL=("$PYTHON" benchmarks/gpu_eval.py --out "$OUT/eval.csv")
     [[ $DRY == 1 ]] && EVAL+=(--dry-run)
-    step eval 30 "${EVAL[@]}"
-    grep -E "MRR" "$OUT/eval.log" | tee -a "$SUMMARY"
+    step eval 30 report_eval "${EVAL[@]}"
 fi
 
 # one training step per config: 200 batches (about 27% of an ICEWS05-15 epoch at batch 500) and a full
 # validation on the valid split; the per-step speed and val MRR go to the summary
+declare -A CONFIGS=([epoch-day]=icews05-15-romem-complex-day [epoch-tnt]=icews05-15-tntcomplex)
 epoch() {
-    local name=$1 config=$2
+    local name=$1 config=${CONFIGS[$1]}
     local args=(fit --config "$config" --trainer.max_epochs 1 --trainer.limit_train_batches 200
         --trainer.check_val_every_n_epoch 1 --trainer.enable_progress_bar true
         --trainer.logger.init_args.save_dir "${TMPDIR:-/tmp}/gpu_check_runs")
     [[ $DRY == 1 ]] && args+=(--print_config)  # LightningCLI parses every argument, then exits
-    step "$name" 35 "$PYTHON" -m rotmem.cli "${args[@]}"
-    grep -o "[0-9.]*it/s\|[0-9.]*s/it\|val/time-aware/mrr[^,]*" "$OUT/$name.log" | tail -n 2 |
-        sed "s/^/$config: /" | tee -a "$SUMMARY"
+    step "$name" 35 report_epoch "$PYTHON" -m rotmem.cli "${args[@]}"
 }
-wanted epoch-day && epoch epoch-day icews05-15-romem-complex-day
-wanted epoch-tnt && epoch epoch-tnt icews05-15-tntcomplex
+report_epoch() {
+    grep -o "[0-9.]*it/s\|[0-9.]*s/it\|val/time-aware/mrr[^,]*" "$OUT/$1.log" | tail -n 2 |
+        sed "s/^/${CONFIGS[$1]}: /" | tee -a "$SUMMARY"
+}
+for name in epoch-day epoch-tnt; do
+    wanted $name && epoch $name
+done
 
+# the targets' lines (rotate's GB/s beside the copy's, the whole step), failures, skips
+report_kernels() {
+    grep -h "GB/s\|step .*forward+backward\|^FAILED\|^skipped" "$OUT/kernels_$DEVICE.txt" 2>/dev/null | tee -a "$SUMMARY"
+}
 if wanted kernels; then
     if [[ $DEVICE == cuda ]]; then
         KERNELS=(--device cuda --dtype float32,bfloat16 --compile-ops step,rotate,cross_entropy_all --budget-s 30)
     else
-        KERNELS=(--device cpu --quick --budget-s 1)  # the dry run: the same script, tiny shapes
+        KERNELS=(--device cpu --quick --budget-s 0)  # the dry run: parse, plan, measure nothing
     fi
-    step kernels 40 "$PYTHON" benchmarks/kernels.py "${KERNELS[@]}" --out-dir "$OUT"
-    # the targets' lines (rotate's GB/s beside the copy's, the whole step), failures, skips
-    grep -h "GB/s\|step .*forward+backward\|^FAILED\|^skipped" "$OUT/kernels_$DEVICE.txt" 2>/dev/null | tee -a "$SUMMARY"
+    step kernels 40 report_kernels "$PYTHON" benchmarks/kernels.py "${KERNELS[@]}" --out-dir "$OUT"
 fi
 
-note "everything is under $OUT ($SUMMARY)"
+if [[ $DRY == 1 ]]; then
+    "$PYTHON" benchmarks/gpu_check_dry_run.py --python "$PYTHON" --out "$OUT" "$QUEUE" | tee "$OUT/dry_run.log"
+    tail -n 1 "$OUT/dry_run.log" >>"$SUMMARY"
+    while IFS= read -r -d '' name && IFS= read -r -d '' limit && IFS= read -r -d '' argc; do
+        for ((i = 0; i < argc; i++)); do IFS= read -r -d '' _; done
+        finished "$name" "$(cat "$OUT/$name.result" 2>/dev/null || echo "none (not started)")"
+    done <"$QUEUE"
+fi
+note "everything is under $OUT ($SUMMARY)$( ((FAILED)) && echo "; $FAILED step(s) failed")"
+exit $((FAILED > 0))

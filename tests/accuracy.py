@@ -10,8 +10,13 @@ elements) is at most ``2 * ref_err + noise + FLOOR[dtype] * max|truth|``:
 - ``noise``: how far the truth moves when the inputs move by ``NOISE`` (4 float32 eps, relative):
   the problem's conditioning (a sine of a 4000-radian angle amplifies any rounding of the angle).
 - ``FLOOR * max|truth|``: the kernel's own elementwise arithmetic and its one final rounding
-  (float32: 1e-6, 16.8 units of 2^-24; bfloat16: 1e-3, room for the float32 internals); why each
-  backend meets it is in its test module (``tests/test_ops_native.py``, ``tests/test_ops_triton.py``).
+  (float32: 1e-6, 16.8 units of 2^-24; bfloat16: 1e-3, room for the float32 internals); why the
+  native kernels meet it is in ``tests/test_ops_native.py``'s docstring.
+
+``check`` runs an op, the eager reference and the float64 truth (with perturbed inputs for the
+noise term) forward and backward and applies the bound to the output and every gradient: one
+procedure for every backend and op (``tests/test_ops_rotate.py``, ``test_ops_unrotated_query.py``,
+``test_ops_n3.py``, ``test_ops_native.py``).
 """
 
 from __future__ import annotations
@@ -36,3 +41,55 @@ def assert_accurate(
     assert err <= bound, (
         f"{name} {dtype}: error {err:.3g} > {bound:.3g} (reference's own error {ref_err:.3g})"
     )
+
+
+def randn(*shape, device="cpu", scale=1.0, seed=0) -> torch.Tensor:
+    """float64 normal values (seeded, drawn on the CPU so every device gets the same) times ``scale``."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(device)
+
+
+def run(fn, inputs, wrt, grad_out):
+    """``fn(*inputs)`` and the gradients of ``inputs[i]`` for ``i in wrt``, given ``grad_out`` (float64)."""
+    args = [t.detach().clone().requires_grad_(i in wrt) if i in wrt else t for i, t in enumerate(inputs)]
+    out = fn(*args)
+    grads = torch.autograd.grad(out, [args[i] for i in wrt], grad_out.to(out.dtype)) if wrt else ()
+    return out, grads, args
+
+
+def check(op_fn, reference_fn, truth_fn, inputs, wrt, dtype, exact=(), name="op") -> None:
+    """An op's output and its gradients against the float64 truth, within ``assert_accurate``'s bound;
+    the output has the reference's dtype and each gradient its input's.
+
+    ``inputs``: float64 (or integer, or None) tensors; floating ones are rounded to ``dtype`` for the
+    op and the reference, and the truth (``truth_fn``: the reference's math in float64) sees the same
+    rounded values. ``wrt``: the indices differentiated. ``exact``: indices never perturbed for the
+    noise term (days, which are exact in every dtype here).
+    """
+    floating = [t is not None and t.is_floating_point() for t in inputs]
+    device = next(t.device for t in inputs if t is not None)
+    rounded = [t.to(dtype) if f else t for t, f in zip(inputs, floating, strict=True)]
+    as64 = [t.double() if f else t for t, f in zip(rounded, floating, strict=True)]
+    g = torch.Generator(device="cpu").manual_seed(1)
+    with torch.no_grad():
+        shape = truth_fn(*as64).shape
+    grad_out = torch.randn(shape, generator=g, dtype=torch.float64).to(device)
+    truth, truth_grads, _ = run(truth_fn, as64, wrt, grad_out)
+    perturbed = [
+        t * (1 + NOISE * torch.randn(t.shape, generator=g, dtype=torch.float64).to(device))
+        if f and i not in exact
+        else t
+        for i, (t, f) in enumerate(zip(as64, floating, strict=True))
+    ]
+    moved, moved_grads, _ = run(truth_fn, perturbed, wrt, grad_out)
+    out, grads, args = run(op_fn, rounded, wrt, grad_out)
+    ref, ref_grads, _ = run(reference_fn, rounded, wrt, grad_out)
+    assert out.dtype == ref.dtype, f"{name}: output dtype {out.dtype} != the reference's {ref.dtype}"
+    for i, grad in zip(wrt, grads, strict=True):
+        assert grad.dtype == args[i].dtype, f"{name}: grad[{i}] dtype {grad.dtype} != its input's"
+    labels = ["output"] + [f"grad[{i}]" for i in wrt]
+    for label, o, r, t, m in zip(
+        labels, [out, *grads], [ref, *ref_grads], [truth, *truth_grads], [moved, *moved_grads], strict=True
+    ):
+        noise = (m.detach().double() - t.detach().double()).abs().max().item() if t.numel() else 0.0
+        assert_accurate(f"{name} {label}", o, r, t, dtype, noise)

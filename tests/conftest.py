@@ -11,6 +11,7 @@ if not torch.cuda.is_available():  # before anything imports triton: its kernels
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
+from op_backends import ALL_BACKENDS, CPU_ISAS  # noqa: E402
 
 from rotmem.data import synthetic_kg  # noqa: E402
 from tests.postgres_server import postgres_dsn  # noqa: E402, F401  (a real Postgres for the memory tests)
@@ -45,9 +46,6 @@ def synthetic():
     return synthetic_kg()
 
 
-CPU_ISAS = ("avx512", "avx2", "baseline")
-
-
 @pytest.fixture(params=CPU_ISAS)
 def cpu_isa(request):
     """Runs the test once per instruction set of the native CPU kernels (``csrc/cpu/isa.h``), forced
@@ -65,3 +63,20 @@ def cpu_isa(request):
         pytest.skip("the CPU instruction set does not change CUDA kernels")
     with native.forced_cpu_isa(request.param):
         yield request.param
+
+
+@pytest.fixture(params=[pytest.param(case, id=str(case)) for case in ALL_BACKENDS])
+def backend(request):
+    """One backend of the ops (``tests/op_backends.py``: native per CPU instruction set, native CUDA,
+    Triton interpreted and on CUDA), skipped with the reason where this machine cannot run it; the
+    native CPU cases run with their instruction set forced. A test that concerns some backends only
+    narrows it: ``@pytest.mark.parametrize("backend", op_backends.params(...), indirect=True)``."""
+    case = request.param
+    reason = case.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    if case.isa is None:
+        yield case
+    else:
+        with case.ops.forced_cpu_isa(case.isa):
+            yield case

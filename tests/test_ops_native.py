@@ -1,6 +1,8 @@
-"""Native (C++/CUDA) ops against the reference, forward and backward, float32 and bfloat16, on the
-CPU under every instruction set the machine can execute (the ``cpu_isa`` fixture: AVX-512, AVX2,
-baseline SSE2), and on CUDA when the extension was built with CUDA and a GPU is present.
+"""The native (C++/CUDA) fused cross-entropy and ``score_all`` against the reference, forward and
+backward, float32 and bfloat16, on the CPU under every instruction set the machine can execute (the
+``cpu_isa`` fixture: AVX-512, AVX2, baseline SSE2), and on CUDA when the extension was built with
+CUDA and a GPU is present. (``rotate``, the unrotated queries and ``n3`` have one file per op over
+every backend: ``tests/test_ops_rotate.py``, ``test_ops_unrotated_query.py``, ``test_ops_n3.py``.)
 
 Accuracy rule (``check``, with the bound of ``tests/accuracy.py`` that the Triton tests share): against
 a float64 truth computed from the same (rounded) inputs, the native op's error is at most
@@ -32,7 +34,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from accuracy import NOISE, assert_accurate  # tests/accuracy.py: the bound, shared with Triton's tests
+from accuracy import check, randn  # tests/accuracy.py: the bound and the check, shared by every backend
 
 from rotmem.ops import ce_tiles, native, reference
 
@@ -46,231 +48,6 @@ DTYPES = [torch.float32, torch.bfloat16]
 def truth_cross_entropy(q, entity, target, reduction="mean"):
     """The reference's math without its float32 cast of the logits, so float64 stays float64."""
     return F.cross_entropy(q @ entity.t(), target, reduction=reduction)
-
-
-def truth_n3(tensors, kind="l4"):
-    n = tensors[0].shape[-1] // 2
-    if kind == "l4":
-        return sum((x**4).sum() for x in tensors)
-    return sum(((x[..., :n] ** 2 + x[..., n:] ** 2) ** 1.5).sum() for x in tensors)
-
-
-def run(fn, inputs, wrt, grad_out):
-    """``fn(*inputs)`` and the gradients of ``inputs[i]`` for ``i in wrt``, given ``grad_out`` (float64)."""
-    args = [t.detach().clone().requires_grad_(i in wrt) if i in wrt else t for i, t in enumerate(inputs)]
-    out = fn(*args)
-    grads = torch.autograd.grad(out, [args[i] for i in wrt], grad_out.to(out.dtype)) if wrt else ()
-    return out, grads
-
-
-def check(native_fn, reference_fn, truth_fn, inputs, wrt, dtype, exact=(), name="op"):
-    """Compare native and reference runs in ``dtype`` with the float64 truth, output and gradients.
-
-    ``inputs``: float64 (or integer) tensors; floating ones are rounded to ``dtype`` for the runs
-    and the truth sees the same rounded values. ``exact``: indices never perturbed for the noise
-    floor (days, which are exact in every dtype here).
-    """
-    device = inputs[0].device
-    rounded = [t.to(dtype) if t.is_floating_point() else t for t in inputs]
-    as64 = [t.double() if t.is_floating_point() else t for t in rounded]
-    g = torch.Generator(device="cpu").manual_seed(1)
-    with torch.no_grad():
-        shape = truth_fn(*as64).shape
-    grad_out = torch.randn(shape, generator=g, dtype=torch.float64).to(device)
-    truth, truth_grads = run(truth_fn, as64, wrt, grad_out)
-    perturbed = [
-        t * (1 + NOISE * torch.randn(t.shape, generator=g, dtype=torch.float64).to(device))
-        if t.is_floating_point() and i not in exact
-        else t
-        for i, t in enumerate(as64)
-    ]
-    moved, moved_grads = run(truth_fn, perturbed, wrt, grad_out)
-    out, grads = run(native_fn, rounded, wrt, grad_out)
-    ref, ref_grads = run(reference_fn, rounded, wrt, grad_out)
-    labels = ["output"] + [f"grad[{i}]" for i in wrt]
-    for label, o, r, t, m in zip(
-        labels, [out, *grads], [ref, *ref_grads], [truth, *truth_grads], [moved, *moved_grads], strict=True
-    ):
-        noise = (m.detach().double() - t.detach().double()).abs().max().item() if t.numel() else 0.0
-        assert_accurate(f"{name} {label}", o, r, t, dtype, noise)
-
-
-def randn(*shape, device="cpu", scale=1.0, seed=0):
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(device)
-
-
-# --- rotate and unrotated_query ----------------------------------------------------------------------
-
-ROW_SHAPES = [(1, 1), (7, 83), (999, 83), (5, 249)]
-
-
-@EVERY_CPU_ISA
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, n", ROW_SHAPES)
-def test_rotate(device, dtype, rows, n):
-    x, theta = randn(rows, 2 * n, device=device), randn(rows, n, device=device, scale=3, seed=1)
-    check(native.rotate, reference.rotate, reference.rotate, [x, theta], [0, 1], dtype, name="rotate")
-
-
-@EVERY_CPU_ISA
-def test_rotate_sines_and_cosines_over_every_angle_range():
-    """The CPU's vectorised sin/cos (exact reduction to |t| <= 8192, libm beyond) is float32-accurate."""
-    theta = torch.cat(
-        [
-            torch.linspace(-20.0, 20.0, 20_001),
-            torch.linspace(-9000.0, 9000.0, 20_001),  # crosses the 8192 rad switch to libm
-            torch.tensor([8191.99, 8192.0, 8192.01, 1e6, -3e7, 1e30, 0.0, -0.0]),
-        ]
-    ).reshape(1, -1)
-    x = torch.cat([torch.ones_like(theta), torch.zeros_like(theta)], dim=1)
-    y = native.rotate(x, theta).double()
-    n = theta.shape[1]
-    exact = theta.double()
-    # 1.5 ulp of the polynomials (with or without FMA) and 0.5 of the rounding: 2 ulp of a value in
-    # [0.5, 1] is 2 * 2^-24 = 1.2e-7; libm beyond 8192 rad is within 1 ulp
-    assert (y[:, :n] - exact.cos()).abs().max() < 2e-7
-    assert (y[:, n:] - exact.sin()).abs().max() < 2e-7
-    odd = torch.tensor([[float("nan"), float("inf"), -float("inf")]])
-    assert native.rotate(torch.ones(1, 6), odd).isnan().all()
-
-
-@EVERY_CPU_ISA
-@pytest.mark.parametrize("device", DEVICES)
-def test_rotate_broadcasts_like_the_reference(device):
-    x = randn(3, 4, 10, device=device)
-    for theta in (
-        randn(3, 1, 5, device=device, seed=1),
-        randn(5, device=device, seed=2),
-        randn(3, 4, 1, seed=3),
-    ):
-        theta = theta.to(device)
-        check(
-            native.rotate,
-            reference.rotate,
-            reference.rotate,
-            [x, theta],
-            [0, 1],
-            torch.float32,
-            name="rotate",
-        )
-
-
-@EVERY_CPU_ISA
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, n", ROW_SHAPES)
-@pytest.mark.parametrize("chronor", [True, False])
-def test_unrotated_query(device, dtype, rows, n, chronor):
-    h, w = randn(rows, 2 * n, device=device), randn(rows, 2 * n, device=device, seed=1)
-    theta = randn(rows, n, device=device, scale=3, seed=2)
-    w_hat = randn(rows, 2 * n, device=device, seed=3)
-    inputs = [h, w, w_hat, theta] if chronor else [h, w, theta]
-
-    def wrap(op):
-        return op if chronor else (lambda h, w, theta: op(h, w, None, theta))
-
-    check(
-        wrap(native.unrotated_query),
-        wrap(reference.unrotated_query),
-        wrap(reference.unrotated_query),
-        inputs,
-        list(range(len(inputs))),
-        dtype,
-        name="unrotated_query",
-    )
-
-
-# --- the fused, indexed query ------------------------------------------------------------------------
-
-# (batch, n, entities, relations): duplicates in the indices are the rule with few rows.
-INDEXED_SHAPES = [(1, 1, 1, 1), (999, 83, 50, 7), (64, 249, 300, 11)]
-
-
-def indexed_inputs(batch, n, entities, relations, device, chronor=True, max_day=4017, seed=0):
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    inputs = [
-        randn(entities, 2 * n, device=device, scale=0.4, seed=seed),
-        randn(relations, 2 * n, device=device, scale=0.4, seed=seed + 1),
-        randn(relations, 2 * n, device=device, scale=0.4, seed=seed + 2) if chronor else None,
-        torch.randint(0, entities, (batch,), generator=g).to(device),
-        torch.randint(0, relations, (batch,), generator=g).to(device),
-        torch.randint(0, max_day, (batch,), generator=g).double().to(device),
-        torch.rand(batch, generator=g, dtype=torch.float64).to(device),
-        torch.tensor(-3.0, dtype=torch.float64, device=device),  # log_s: s = 0.05 rad/day
-        torch.tensor(9.21, dtype=torch.float64, device=device),  # log_base: base = 10000
-    ]
-    return inputs
-
-
-def indexed_fn(op, chronor, tau0):
-    def fn(entity, w, *rest):
-        if chronor:
-            w_hat, ent_idx, rel_idx, tau, alpha, log_s, log_base = rest
-        else:
-            w_hat, (ent_idx, rel_idx, tau, alpha, log_s, log_base) = None, rest
-        return op(entity, w, w_hat, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0)
-
-    return fn
-
-
-def check_indexed(device, dtype, shape, chronor=True, tau0=0.0, max_day=4017, **overrides):
-    inputs = indexed_inputs(*shape, device, chronor=chronor, max_day=max_day)
-    for index, value in overrides.items():
-        inputs[int(index[1:])] = value
-    if not chronor:
-        inputs.pop(2)
-    floating = [i for i, t in enumerate(inputs) if t.is_floating_point()]
-    tau = 4 if chronor else 3
-    check(
-        indexed_fn(native.unrotated_query_indexed, chronor, tau0),
-        indexed_fn(reference.unrotated_query_indexed, chronor, tau0),
-        indexed_fn(reference.unrotated_query_indexed, chronor, tau0),
-        inputs,
-        floating,
-        dtype,
-        exact=(tau + 1,),
-        name="unrotated_query_indexed",
-    )
-
-
-@EVERY_CPU_ISA
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", INDEXED_SHAPES)
-def test_unrotated_query_indexed(device, dtype, shape):
-    check_indexed(device, dtype, shape)
-
-
-@EVERY_CPU_ISA
-@pytest.mark.parametrize("device", DEVICES)
-def test_unrotated_query_indexed_distmult_and_tau0(device):
-    check_indexed(device, torch.float32, (33, 20, 40, 5), chronor=False, tau0=2000.0)
-
-
-@EVERY_CPU_ISA
-@pytest.mark.parametrize("device", DEVICES)
-def test_unrotated_query_indexed_far_angles(device):
-    """s = e rad/day over 4017 days: angles up to ~11,000 rad, on both sides of the CPU's libm switch."""
-    fast = torch.tensor(1.0, dtype=torch.float64, device=device)  # log_s
-    check_indexed(device, torch.float32, (65, 70, 30, 4), i7=fast)
-
-
-@EVERY_CPU_ISA
-@pytest.mark.parametrize("device", DEVICES)
-def test_unrotated_query_indexed_clamps(device):
-    """Below the clamps (s >= 1e-9, base >= 2) the value is the clamp's and the gradient is 0."""
-    below = {
-        "i7": torch.tensor(-25.0, dtype=torch.float64, device=device),
-        "i8": torch.tensor(0.5, dtype=torch.float64, device=device),
-    }
-    check_indexed(device, torch.float32, (17, 9, 20, 3), max_day=10**7, **below)
-    inputs = indexed_inputs(17, 9, 20, 3, device)
-    inputs[7], inputs[8] = below["i7"].float().requires_grad_(), below["i8"].float().requires_grad_()
-    inputs = [t.float() if t.is_floating_point() and not t.requires_grad else t for t in inputs]
-    native.unrotated_query_indexed(*inputs, 0.0).sum().backward()
-    assert inputs[7].grad.item() == 0.0 and inputs[8].grad.item() == 0.0
 
 
 # --- cross-entropy over all entities -----------------------------------------------------------------
@@ -414,7 +191,7 @@ def test_cross_entropy_all_without_grad(device):
     assert not loss.requires_grad
 
 
-# --- score_all and n3 ----------------------------------------------------------------------------
+# --- score_all ----------------------------------------------------------------------------
 
 
 def check_product(got, a, b, dtype, name):
@@ -452,22 +229,3 @@ def test_score_all(device, dtype, batch, entities, n):
     check_product(scores, q, e.t(), dtype, "score_all")
     check_product(grad_q, grad, e, dtype, "score_all grad[q]")
     check_product(grad_e, grad.t(), q, dtype, "score_all grad[entity]")
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("kind", ["l4", "modulus3"])
-@pytest.mark.parametrize("rows, n", [(1, 1), (999, 83), (4, 249)])
-def test_n3(device, dtype, kind, rows, n):
-    a, b = randn(rows, 2 * n, device=device), randn(3, 2 * n, device=device, seed=1)
-
-    def wrap(op):
-        return lambda a, b: op([a, b], kind)
-
-    check(wrap(native.n3), wrap(reference.n3), wrap(truth_n3), [a, b], [0, 1], dtype, name=f"n3[{kind}]")
-
-
-def test_n3_takes_any_leading_shape():
-    x = randn(2, 3, 8).float()
-    torch.testing.assert_close(native.n3([x], "modulus3"), reference.n3([x], "modulus3"))
-    torch.testing.assert_close(native.n3([x[0, 0]]), reference.n3([x[0, 0]]))

@@ -36,30 +36,6 @@ def indexed_args(chronor=True, log_s=-1.0, log_base=2.0, batch=6, n=3, entities=
 # --- gradcheck (float64, CPU) ------------------------------------------------------------------------
 
 
-def test_gradcheck_rotate():
-    assert torch.autograd.gradcheck(native.rotate, (leaf(4, 3, 10), leaf(4, 1, 5, seed=1)))
-
-
-@pytest.mark.parametrize("chronor", [True, False])
-def test_gradcheck_unrotated_query(chronor):
-    w_hat = leaf(7, 8, seed=2) if chronor else None
-    assert torch.autograd.gradcheck(
-        lambda h, w, t: native.unrotated_query(h, w, w_hat, t),
-        (leaf(7, 8), leaf(7, 8, seed=1), leaf(7, 4, seed=3)),
-    )
-    if chronor:
-        assert torch.autograd.gradcheck(
-            lambda v: native.unrotated_query(leaf(7, 8), leaf(7, 8, seed=1), v, leaf(7, 4)), (w_hat,)
-        )
-
-
-@pytest.mark.parametrize("chronor", [True, False])
-@pytest.mark.parametrize("log_s, log_base", [(-1.0, 2.0), (-30.0, 0.1)])  # the second is below both clamps
-def test_gradcheck_unrotated_query_indexed(chronor, log_s, log_base):
-    args = indexed_args(chronor, log_s, log_base)
-    assert torch.autograd.gradcheck(native.unrotated_query_indexed, args)
-
-
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("rows, cols", [(9, 11), (4, 3), (2, 11)])
 def test_gradcheck_cross_entropy(reduction, rows, cols):
@@ -68,11 +44,6 @@ def test_gradcheck_cross_entropy(reduction, rows, cols):
         lambda q, e: native.cross_entropy_tiled(q, e, target, reduction, rows, cols),
         (leaf(9, 6), leaf(11, 6, seed=1)),
     )
-
-
-@pytest.mark.parametrize("kind", ["l4", "modulus3"])
-def test_gradcheck_n3(kind):
-    assert torch.autograd.gradcheck(lambda a, b: native.n3([a, b], kind), (leaf(3, 8), leaf(2, 4, 8, seed=1)))
 
 
 # --- torch.library.opcheck -----------------------------------------------------------------------------

@@ -1,4 +1,7 @@
-"""Triton ops against the reference (``rotmem.ops.reference``), forward and backward.
+"""Triton's fused cross-entropy against the reference, forward and backward; ``opcheck`` of every
+Triton op; tables past 2**31 elements (GPU); the training step through the public dispatch.
+(``rotate``, the unrotated queries and ``n3`` have one file per op over every backend:
+``tests/test_ops_rotate.py``, ``test_ops_unrotated_query.py``, ``test_ops_n3.py``.)
 
 Without a GPU the kernels run under the Triton interpreter (``TRITON_INTERPRET=1``, set here
 before the backend is imported) on small, odd shapes and the issue's cheaper ones (B = 999 at
@@ -15,7 +18,6 @@ own elementwise arithmetic.
 from __future__ import annotations
 
 import importlib
-import math
 import os
 
 import pytest
@@ -38,10 +40,8 @@ pytestmark = pytest.mark.skipif(
 T = _load("triton")
 DTYPES = [torch.float32, torch.bfloat16]
 GPU = DEVICE == "cuda"
-# (rows, complex dims): tiny and odd, and the issue's shapes; under the interpreter only those
-# whose tests take a few seconds each (about 30 s in all on two CPU cores), the rest on a GPU.
-QUERY_SHAPES = [(1, 1), (7, 33), (16, 5), (999, 83)] + ([(1000, 249)] if GPU else [])
-# (rows, entities, 2n)
+# (rows, entities, 2n): tiny and odd, and the issue's shapes; under the interpreter only those
+# whose tests take a few seconds each, the rest on a GPU.
 CE_SHAPES = [(1, 1, 2), (13, 70, 18), (16, 37, 66), (1, 10488, 166)] + ([(999, 10488, 498)] if GPU else [])
 
 
@@ -90,108 +90,6 @@ def check_op(kernel_fn, reference_fn, inputs, dtype, names, exact=()):
     for k, (i, g, r, x) in enumerate(zip(wrt, got, want, exact_grads, strict=True)):
         assert g.dtype == inputs[i].dtype, f"d/d{names[i]} dtype {g.dtype} != input {inputs[i].dtype}"
         assert_accurate(f"d/d{names[i]}", g, r, x, dtype, noise[k + 1])
-
-
-# --- rotate --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, n", QUERY_SHAPES)
-def test_rotate_matches_reference(rows, n, dtype):
-    torch.manual_seed(rows * 100 + n)
-    x, theta = make(rows, 2 * n, dtype=dtype), make(rows, n, dtype=dtype, scale=4.0)
-    check_op(T.rotate, reference.rotate, [x, theta], dtype, ["x", "theta"])
-
-
-def test_rotate_broadcasts_and_handles_large_angles():
-    torch.manual_seed(1)
-    x = make(3, 1, 2 * 7)  # one vector per fact, rotated at J = 4 times
-    theta = make(3, 4, 7, scale=2000.0)  # thousands of radians: range reduction must be exact
-    check_op(T.rotate, reference.rotate, [x, theta], torch.float32, ["x", "theta"])
-
-
-def test_rotate_rejects_mismatched_widths():
-    with pytest.raises(ValueError, match="x has last dim 6"):
-        T.rotate(torch.zeros(2, 6, device=DEVICE), torch.zeros(2, 4, device=DEVICE))
-
-
-# --- unrotated_query (dense) ---------------------------------------------------------------------
-@pytest.mark.parametrize("backbone", ["chronor", "distmult"])
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, n", QUERY_SHAPES[:3])
-def test_unrotated_query_matches_reference(rows, n, dtype, backbone):
-    torch.manual_seed(rows + n)
-    h, w = make(rows, 2 * n, dtype=dtype), make(rows, 2 * n, dtype=dtype)
-    w_hat = make(1, 2 * n, dtype=dtype) if backbone == "chronor" else None  # broadcast over rows
-    theta = make(rows, n, dtype=dtype, scale=3.0)
-    check_op(
-        T.unrotated_query,
-        reference.unrotated_query,
-        [h, w, w_hat, theta],
-        dtype,
-        ["h", "w", "w_hat", "theta"],
-    )
-
-
-# --- unrotated_query_indexed ---------------------------------------------------------------------
-def indexed_inputs(rows, n, entities, relations, dtype, backbone, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    entity = make(entities, 2 * n, dtype=dtype, scale=0.4)
-    w = make(relations, 2 * n, dtype=dtype, scale=0.4)
-    w_hat = make(relations, 2 * n, dtype=dtype, scale=0.4) if backbone == "chronor" else None
-    # repeated ids: the backward must accumulate several rows into one table row
-    ent_idx = torch.randint(0, entities, (rows,), generator=g).to(DEVICE)
-    rel_idx = torch.randint(0, relations, (rows,), generator=g).to(DEVICE)
-    tau0 = 12784.0  # 2005-01-01 in days since 1970-01-01
-    tau = (tau0 + torch.randint(0, 4017, (rows,), generator=g).double()).to(DEVICE, dtype).requires_grad_()
-    alpha = torch.rand(rows, generator=g, dtype=torch.float64).to(DEVICE, dtype).requires_grad_()
-    log_s = torch.tensor(math.log(0.05), device=DEVICE, dtype=dtype, requires_grad=True)
-    log_base = torch.tensor(math.log(10000.0), device=DEVICE, dtype=dtype, requires_grad=True)
-    return [entity, w, w_hat, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0]
-
-
-INDEXED_NAMES = [
-    "entity",
-    "w_table",
-    "w_hat_table",
-    "ent_idx",
-    "rel_idx",
-    "tau",
-    "alpha",
-    "log_s",
-    "log_base",
-]
-
-
-@pytest.mark.parametrize("backbone", ["chronor", "distmult"])
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, n", QUERY_SHAPES)
-def test_unrotated_query_indexed_matches_reference(rows, n, dtype, backbone):
-    entities, relations = (10488, 251) if rows > 100 else (11, 3)
-    inputs = indexed_inputs(rows, n, entities, relations, dtype, backbone, seed=rows + n)
-    check_op(
-        T.unrotated_query_indexed, reference.unrotated_query_indexed, inputs, dtype, INDEXED_NAMES, exact=[5]
-    )
-
-
-def test_unrotated_query_indexed_clamps_like_reference():
-    """Below the clamps (s >= 1e-9, base >= 2) the spectrum's gradients vanish, as in torch."""
-    inputs = indexed_inputs(5, 4, 6, 2, torch.float32, "chronor")
-    inputs[7] = torch.tensor(-30.0, device=DEVICE, requires_grad=True)
-    inputs[8] = torch.tensor(0.1, device=DEVICE, requires_grad=True)
-    check_op(
-        T.unrotated_query_indexed, reference.unrotated_query_indexed, inputs, torch.float32, INDEXED_NAMES
-    )
-
-
-def test_unrotated_query_indexed_names_bad_ids():
-    inputs = indexed_inputs(4, 3, 5, 2, torch.float32, "chronor")
-    inputs[3] = torch.tensor([0, 1, 5, 2], device=DEVICE)
-    if DEVICE == "cpu":
-        with pytest.raises(IndexError, match="ent_idx has ids outside"):
-            T.unrotated_query_indexed(*inputs)
-    inputs = indexed_inputs(4, 3, 5, 2, torch.float32, "chronor")
-    inputs[6] = inputs[6].detach()[:3]
-    with pytest.raises(ValueError, match="alpha must have shape"):
-        T.unrotated_query_indexed(*inputs)
 
 
 # --- cross_entropy_all ---------------------------------------------------------------------------
@@ -322,60 +220,23 @@ def test_cross_entropy_all_errors_name_the_input():
         T.cross_entropy_all(q, make(4, 8, grad=False), torch.tensor([0, 1], device=DEVICE))
 
 
-# --- n3 ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kind", ["l4", "modulus3"])
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, n", QUERY_SHAPES)
-def test_n3_matches_reference(rows, n, dtype, kind):
-    torch.manual_seed(rows * n)
-    tensors = [make(rows, 2 * n, dtype=dtype, scale=0.4), make(2, rows, 2 * n, dtype=dtype, scale=0.4)]
-    check_op(
-        lambda a, b: T.n3([a, b], kind), lambda a, b: reference.n3([a, b], kind), tensors, dtype, ["t0", "t1"]
-    )
-
-
-def test_n3_errors_name_the_input():
-    with pytest.raises(ValueError, match="unknown regulariser kind 'l3'"):
-        T.n3([torch.zeros(2, 4, device=DEVICE)], kind="l3")
-    with pytest.raises(ValueError, match="at least one tensor"):
-        T.n3([])
-
-
 # --- float64 gradcheck and opcheck ---------------------------------------------------------------
 def gradcheck_case(op):
     """``(function, float64 inputs)`` for ``torch.autograd.gradcheck`` on tiny shapes."""
     f64 = torch.float64
-    if op == "rotate":
-        return T.rotate, (make(3, 6, dtype=f64), make(3, 3, dtype=f64, scale=3.0))
-    if op == "unrotated_query":
-        return T.unrotated_query, tuple(make(2, 4, dtype=f64) for _ in range(3)) + (make(2, 2, dtype=f64),)
-    if op == "unrotated_query_indexed":
-        inputs = indexed_inputs(3, 2, 4, 2, f64, "chronor")
-        ids, tau0 = inputs[3:5], inputs[9]
-
-        def indexed(entity, w, w_hat, tau, alpha, log_s, log_base):
-            return T.unrotated_query_indexed(entity, w, w_hat, *ids, tau, alpha, log_s, log_base, tau0)
-
-        return indexed, tuple(inputs[:3] + inputs[5:9])
     if op.startswith("cross_entropy_all"):  # "none": recomputed in backward; "sum": in the forward
         target, reduction = torch.tensor([4, 0, 2], device=DEVICE), op.split(":")[1]
         return lambda q, e: T.cross_entropy_all(q, e, target, reduction), (
             make(3, 4, dtype=f64),
             make(5, 4, dtype=f64),
         )
-    return lambda a: T.n3([a], op), (make(2, 6, dtype=f64),)
 
 
 @pytest.mark.parametrize(
     "op",
     [
-        "rotate",
-        "unrotated_query",
-        "unrotated_query_indexed",
         "cross_entropy_all:none",
         "cross_entropy_all:sum",
-        "l4",
-        "modulus3",
     ],
 )
 def test_gradcheck_float64(op):
