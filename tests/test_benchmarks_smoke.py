@@ -111,6 +111,7 @@ def test_kernels_plan_puts_the_targets_first_per_dtype(monkeypatch):
     assert sorted(ordered, key=str) == sorted(((j.shape.name, j.op, j.dtype) for j in jobs), key=str)
 
 
+@pytest.mark.slow
 def test_scale_quick(tmp_path):
     """``benchmarks/scale.py --quick``: 1 vs 2 processes (DDP, entity-parallel) and eager vs fused
     evaluation at small sizes, its CSV and chart."""
@@ -142,6 +143,7 @@ def test_scale_quick(tmp_path):
     assert (tmp_path / "scale_quick.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_accuracy_race_smoke(tmp_path):
     """Two model families race one epoch each, two seeds, on the synthetic KG: validation every
     epoch, test for the last and the best-validation epoch with the data-poor subset, mean ± sd in

@@ -22,6 +22,7 @@ def test_data_info_icews(icews, capsys):
     assert "entities 10,488  relations 251  days 4,017" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_demo_trains_and_answers_then_evaluate_reads_the_checkpoint(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the gate is pretrained into ~/.cache
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)

@@ -40,6 +40,7 @@ def test_the_console_script_is_installed():
     assert ROTMEM.is_file(), f"no console script at {ROTMEM}: install rotmem (pip install -e .)"
 
 
+@pytest.mark.slow
 def test_unknown_dataset(tmp_path):
     assert_one_line_error(rotmem("data", "info", "nope", cwd=tmp_path), "dataset 'nope' not found in")
     out = tmp_path / "runs"
@@ -53,6 +54,7 @@ def test_unknown_dataset(tmp_path):
     assert_one_line_error(rotmem("data", "fetch", "nope", cwd=tmp_path), "unknown dataset 'nope'; known:")
 
 
+@pytest.mark.slow
 def test_bad_checkpoint(tmp_path):
     garbage = tmp_path / "garbage.ckpt"
     garbage.write_bytes(os.urandom(4096))
@@ -72,6 +74,7 @@ def test_bad_checkpoint(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_missing_gate_file(tmp_path):
     out = tmp_path / "runs"
     run = rotmem(
@@ -102,6 +105,7 @@ def write_split(folder: Path, rows: list[str]) -> None:
         (["a\tr\tb\t2014-01-01\n", "\n", "a\tr\tb\t2014-02-30\n"], "train.txt:3: bad date '2014-02-30'"),
     ],
 )
+@pytest.mark.slow
 def test_malformed_data_rows(tmp_path, rows, expected):
     write_split(tmp_path / "kg", rows)
     assert_one_line_error(rotmem("data", "info", str(tmp_path / "kg"), cwd=tmp_path), expected)
@@ -127,6 +131,7 @@ def small_model(tmp_path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_query_answers_and_names_unknown_entities_relations_and_dates(tmp_path, small_model):
     query = ["query", "--ckpt", str(small_model), "--relation", "meets", "--date", "2014-06-01"]
     good = rotmem(*query, "--head", "Alice", cwd=tmp_path)
@@ -146,12 +151,14 @@ def test_query_answers_and_names_unknown_entities_relations_and_dates(tmp_path, 
     assert_one_line_error(rotmem(*query, cwd=tmp_path), "give one of --head (ranks tails) and --tail")
 
 
+@pytest.mark.slow
 def test_a_real_bug_keeps_its_traceback(tmp_path):
     code = "import sys; from rotmem import cli; cli.build_parser = lambda: 1 / 0; sys.exit(cli.main(['env']))"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 1 and "Traceback" in run.stderr and "ZeroDivisionError" in run.stderr
 
 
+@pytest.mark.slow
 def test_load_model_refuses_a_checkpoint_that_would_run_code(tmp_path, small_model):
     """torch.load(weights_only=True): the payload's code never runs; unpickled freely, it would."""
     marker = tmp_path / "code-ran"

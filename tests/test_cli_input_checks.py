@@ -65,6 +65,7 @@ GOOD = b"A\tr\tB\t2014-01-01\n"
 
 
 # --- fit settings ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_fit_with_a_width_of_zero_through_the_console_script(tmp_path):
     out = tmp_path / "runs"
     run = rotmem(*fit_args(out, "--model.family.dim", "0"), cwd=tmp_path)
@@ -106,6 +107,7 @@ def test_fit_ckpt_path_on_an_unsafe_file_is_refused_before_it_runs_code(tmp_path
 
 
 # --- evaluate ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_evaluate_batch_size_and_device_through_the_console_script(tmp_path):
     model = saved_model(tmp_path / "m.pt")
     run = rotmem("evaluate", "--ckpt", str(model), "--data", "synthetic", "--batch-size", "0", cwd=tmp_path)
@@ -168,6 +170,7 @@ def test_a_flipped_bit_in_the_file_is_refused(tmp_path, capsys):
     assert_one_line_error(run, "its tensors do not match the SHA-256 stored when it was saved")
 
 
+@pytest.mark.slow
 def test_query_on_a_model_with_nan_scores(tmp_path, capsys):
     model = RoMem(len(ENTITIES), len(RELATIONS), dim=8, k=1, tau0=16000.0)
     model.set_vocabulary(ENTITIES, RELATIONS)
@@ -181,6 +184,7 @@ def test_query_on_a_model_with_nan_scores(tmp_path, capsys):
 
 
 # --- data folders and files --------------------------------------------------------------------
+@pytest.mark.slow
 def test_data_files_through_the_console_script(tmp_path):
     only_train = write_folder(tmp_path / "only-train", {"train.txt": GOOD})
     assert_one_line_error(

@@ -25,6 +25,9 @@ BACKENDS = ["torch"] + (["native"] if native.is_available("cpu") else [])
 TRITON = available("triton", "cpu")  # the spawned ranks inherit TRITON_INTERPRET from conftest
 
 
+pytestmark = pytest.mark.slow
+
+
 def _grads(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {
         name: (p.grad.to_dense() if p.grad.is_sparse else p.grad).clone()

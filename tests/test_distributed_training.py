@@ -44,6 +44,9 @@ ROOT = Path(__file__).resolve().parents[1]
 LOSS_TOLERANCE = 1e-5
 
 
+pytestmark = pytest.mark.slow
+
+
 def rotmem(out: Path, *args: str) -> Path:
     """Run ``python -m rotmem.cli`` with ``args``, logging under ``out``; the run's version folder."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

@@ -132,6 +132,7 @@ def test_held_rotation_stops_at_the_ends_of_the_training_range():
         assert not torch.allclose(turning.score_tails(h, r, last + 365), turning.score_tails(h, r, last))
 
 
+@pytest.mark.slow
 def test_a_fit_with_an_online_history_checkpoints_the_training_index(tmp_path):
     base = synthetic_kg(num_people=40, num_cities=8, num_companies=6, num_countries=3, seed=2).kg
     days = torch.unique(base.all_facts[:, 3])

@@ -95,6 +95,7 @@ def test_prompt_reader_fills_the_template_and_load_reader_names_bad_specs(monkey
             load_reader(spec)
 
 
+@pytest.mark.slow
 def test_importing_the_memory_package_loads_neither_lightning_nor_bm25s():
     import subprocess
 

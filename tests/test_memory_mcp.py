@@ -18,6 +18,9 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 
 
+pytestmark = pytest.mark.slow
+
+
 def text_of(result) -> str:
     return "\n".join(block.text for block in result.content if getattr(block, "text", None) is not None)
 

@@ -9,6 +9,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # each test starts a Python with torch
+
 OPTIONAL = [
     "pytorch_lightning",
     "lightning",

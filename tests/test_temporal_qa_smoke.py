@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from benchmarks.temporal_qa.memories import DEPTH
 from benchmarks.temporal_qa.questions import generate
 from benchmarks.temporal_qa.run import MEMORIES, Setup, parse_args, run
 from tests.test_temporal_qa_questions import SMALL, WINDOW, tiny_graph
+
+pytestmark = pytest.mark.slow
 
 
 def test_quick_run_on_a_tiny_graph(tmp_path) -> None:
