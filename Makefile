@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make demo   set up .venv, install rotmem, train RoMem and print MRR and example answers
-#   make test   set up .venv, install rotmem, run ruff and the test suite
+#   make test   set up .venv, install rotmem, run ruff and the test suite (the tests marked slow excepted)
+#   make test-slow   the tests marked slow (trainings, servers, compiles, the wheel); CI runs both
 # CPU machines get the CPU build of torch (TORCH_CPU); a machine with an NVIDIA driver keeps a
 # CUDA torch already in the venv or installs the default CUDA build (TORCH_CUDA).
 VENV ?= .venv
@@ -12,7 +13,7 @@ export ROTMEM_DATA_DIR ?= $(abspath ../shared/data)
 # the native extension's sources: a change rebuilds it
 CSRC := $(shell find csrc -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \))
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test test-slow lint clean
 
 # Everything the tests and the demo need: rotmem[dev] = [train] + [memory] + test tools. pip install -e
 # builds the native extension, so a change in csrc/ reruns it.
@@ -35,7 +36,10 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow
 
 clean:
 	rm -rf $(VENV) build *.egg-info runs
