@@ -397,7 +397,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument("--days-per-batch", type=int, default=30, help="daily sessions per add_sessions call")
+    parser.add_argument("--days-per-batch", type=int, default=1, help="daily sessions per add_sessions call")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument(
         "--quick", action="store_true", help="one month, hashing encoder, 1 epoch: a smoke run"
