@@ -7,7 +7,7 @@ One ingestion (``run.ingest``, one day per call), then RoMem fitted with the gat
 the same questions: dense, hybrid and symbolic (the references); ``TemporalMemory.retrieve`` (dense
 top 50 x ``(1 + alpha_g · S_kge)``) for each ``--alpha-g``; ``romem-hybrid`` (hybrid top 50 +
 ``beta · S_kge``) for each ``--beta``. Writes ``temporal_qa_dev_tuning.csv`` (metrics per ranker x
-slice, ``run.summarise``) with the command.
+slice, ``run.summarise``) with the command, rewritten after every ranker.
 """
 
 from __future__ import annotations
@@ -66,17 +66,17 @@ def main(argv: list[str] | None = None) -> int:
             rankers[f"romem {label} alpha_g={alpha_g:g}"] = memories.temporal(tuned)
         for beta in args.beta:
             rankers[f"romem-hybrid {label} beta={beta:g}"] = memories.romem_hybrid(variant, beta)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "temporal_qa_dev_tuning.csv"
     rows = []
     for name, rank in rankers.items():
         rows += evaluate(name, rank, setup.questions, by_id, encoder)
+        summary = summarise(rows)
+        with open(path, "w", newline="") as handle:  # after every ranker: a cut run keeps what it has
+            writer = csv.DictWriter(handle, fieldnames=[*summary[0], "command"])
+            writer.writeheader()
+            writer.writerows({**s, "command": command} for s in summary)
         print(f"evaluated {name}", flush=True)
-    summary = summarise(rows)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "temporal_qa_dev_tuning.csv"
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[*summary[0], "command"])
-        writer.writeheader()
-        writer.writerows({**s, "command": command} for s in summary)
     for s in summary:
         if s["slice"] in ("all", "time_constrained"):
             print(f"{s['memory']:40s} {s['slice']:17s} MRR {s['mrr']:.3f} H@1 {s['hits1']:.3f}")
