@@ -18,7 +18,11 @@ timed call. ``rank(question, vector) -> record ids``, best first, at most ``DEPT
   applied the way a reader would: current versions before ``[historical]`` ones, newest first;
 - ``romem-gate``, ``romem-no-gate``, ``discrete``: ``TemporalMemory.retrieve`` (``S_sem · (1 + 0.3 ·
   S_kge)`` over the dense top 50) with RoMem fitted with gate speeds, with alpha = 1 for every
-  relation, or TNTComplEx (per-day embeddings) fitted in RoMem's place; best ``S_final`` first.
+  relation, or TNTComplEx (per-day embeddings) fitted in RoMem's place; best ``S_final`` first;
+- ``romem-hybrid``: the hybrid memory's top ``POOL`` facts re-ranked by ``hybrid score + beta ·
+  S_kge`` (RoMem's probability of the fact's object at the question's day, as in
+  ``TemporalMemory.retrieve``; the hybrid score is a sum of z-scores, so RoMem is added, not
+  multiplied).
 """
 
 from __future__ import annotations
@@ -117,5 +121,21 @@ def temporal(memory: TemporalMemory) -> Ranker:
     def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
         found = memory.retrieve(question, k=DEPTH, now=now)
         return [t.record.id for t in sorted(found, key=lambda t: -t.score)]
+
+    return rank
+
+
+def romem_hybrid(memory: TemporalMemory, beta: float) -> Ranker:
+    """The hybrid top ``POOL`` re-ranked by ``score + beta * S_kge`` (module docs), best first."""
+    retriever = HybridRetriever(memory)
+
+    def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
+        units = retriever.ranked(question, POOL, vector=vector, now=now)
+        pairs = [(r, unit.score) for unit in units for r in unit.records]
+        records = [r for r, _ in pairs]
+        kge = memory.temporal_scores(records, memory.taus(question, records, now))
+        final = [score + beta * (k or 0.0) for (_, score), k in zip(pairs, kge, strict=True)]
+        order = sorted(range(len(records)), key=lambda i: -final[i])
+        return [records[i].id for i in order[:DEPTH]]
 
     return rank

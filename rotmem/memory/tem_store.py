@@ -3,7 +3,8 @@
 Write path (``add_session`` / ``add_sessions``): validate → check each fact against the session text
 (``rotmem.memory.verification``: a fact whose object does not occur in the text is dropped and
 returned in ``SessionResult.dropped``) → embed facts ``"subject relation object"``, turns and
-summaries in batches → one SQLite transaction: the session row, its facts and passages, and the
+summaries in batches (fact sentences through an ``EmbeddingCache``: a sentence told again is not
+embedded again) → one SQLite transaction: the session row, its facts and passages, and the
 status of every touched version group recomputed → add the vectors to the in-memory indexes.
 Nothing is ever overwritten or deleted.
 
@@ -55,6 +56,7 @@ from rotmem.memory.database import (
     join_sources,
     split_sources,
 )
+from rotmem.memory.embedding_cache import EmbeddingCache
 from rotmem.memory.encoder import SentenceEncoder, TextEncoder, encode_texts, encoder_from_name, encoder_name
 from rotmem.memory.records import (
     PASSAGE_KINDS,
@@ -103,6 +105,8 @@ class TEMStore:
         index_options: more arguments for ``make_index`` (e.g. ``kind="ivf"``, ``nprobe``,
             ``small_batch_threads``).
         batch_size: texts per ``encoder.encode`` call.
+        embedding_cache: fact sentences whose vectors are kept for the next writes
+            (``rotmem.memory.embedding_cache``; 0: embed every fact anew).
         synchronous: SQLite ``synchronous`` pragma; ``"FULL"`` (default) makes every commit durable.
         namespace: the tenant inside a Postgres database (``path`` a ``postgresql://`` DSN; one
             schema per namespace, default ``"default"``); must be None for a SQLite file.
@@ -121,6 +125,7 @@ class TEMStore:
         index_device: str | None = None,
         index_options: Mapping[str, Any] | None = None,
         batch_size: int = 256,
+        embedding_cache: int = 50_000,
         synchronous: str = "FULL",
         read_only: bool = False,
         namespace: str | None = None,
@@ -132,6 +137,7 @@ class TEMStore:
             else RelationWeights(relation_weights)
         )
         self.verify, self.batch_size = bool(verify), int(batch_size)
+        self.embedding_cache = EmbeddingCache(embedding_cache)
         self.index_backend, self.index_device = index_backend, index_device
         self.index_options = dict(index_options or {})
         self.db = open_database(self.path, synchronous=synchronous, read_only=read_only, namespace=namespace)
@@ -293,14 +299,16 @@ class TEMStore:
         batch = [s if isinstance(s, ValidSession) else Session.coerce(s).validate() for s in sessions]
         self._check_new_ids([s.session_id for s in batch])
         spans = [self._spans(session) for session in batch]
-        texts = [
+        facts = [
             fact_text(*fact.triple)
             for session, found in zip(batch, spans, strict=True)
             for fact, span in zip(session.facts, found, strict=True)
             if span is not _DROPPED
         ]
-        texts += [passage.text for session in batch for passage in session.passages]
-        vectors = encode_texts(self.encoder, texts, self.batch_size) if texts else None
+        passages = [passage.text for session in batch for passage in session.passages]
+        parts = [self.embedding_cache.encode(self.encoder, facts, self.batch_size)] if facts else []
+        parts += [encode_texts(self.encoder, passages, self.batch_size)] if passages else []
+        vectors = np.concatenate(parts) if parts else None
         dim = self._check_dim(vectors)
         results, fact_rows, passage_rows, others = self._write(batch, spans, vectors, dim, before_commit)
         self._index_rows(others)  # rows other processes committed before this batch

@@ -310,17 +310,7 @@ class TemporalMemory:
         k: int,
     ) -> list[TemporalRecord]:
         """The top ``k`` of ``candidates`` by ``S_final`` (module docs), in source order."""
-        taus = []
-        for record in candidates:
-            known = times.get(record.id)
-            if known is None:
-                taus.append(None)
-            elif tq.mode == QueryMode.EXPLICIT:
-                taus.append(tq.span.midpoint)
-            elif tq.mode == QueryMode.TIME_SEEKING:
-                taus.append(known[0])
-            else:
-                taus.append(now_day)
+        taus = self._taus_at(candidates, tq, now_day, times)
         scored = []
         for record, tau, kge in zip(candidates, taus, self.temporal_scores(candidates, taus), strict=True):
             s_sem = max(float(record.score or 0.0), 0.0)
@@ -332,6 +322,37 @@ class TemporalMemory:
             )
         top = sorted(scored, key=lambda r: (-r.score, r.record.session_index, r.record.id))[:k]
         return sorted(top, key=lambda r: (r.record.session_index, r.record.id))
+
+    def taus(
+        self,
+        question: str,
+        records: Sequence[Record],
+        now: Day | None = None,
+        times: Mapping[int, tuple[float, float]] | None = None,
+    ) -> list[float | None]:
+        """The day each record is scored at for ``question`` (module docs, step 2); None for a
+        record without times. ``times``: ``_times`` of the records when already read."""
+        tq, now_day = self.time_query(question, now)
+        times = self._times([r.id for r in records]) if times is None else times
+        return self._taus_at(records, tq, now_day, times)
+
+    @staticmethod
+    def _taus_at(
+        records: Sequence[Record], tq: TimeQuery, now_day: float, times: Mapping[int, tuple[float, float]]
+    ) -> list[float | None]:
+        """``taus`` for an already parsed question ``tq`` asked on ``now_day``."""
+        out: list[float | None] = []
+        for record in records:
+            known = times.get(record.id)
+            if known is None:
+                out.append(None)
+            elif tq.mode == QueryMode.EXPLICIT:
+                out.append(tq.span.midpoint)
+            elif tq.mode == QueryMode.TIME_SEEKING:
+                out.append(known[0])
+            else:
+                out.append(now_day)
+        return out
 
     def with_times(self, records: Sequence[Record]) -> list[TemporalRecord]:
         """``records`` (e.g. from ``store.retrieve``) with their stored times, unscored by RoMem:

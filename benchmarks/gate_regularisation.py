@@ -1,0 +1,165 @@
+"""Paraphrase consistency against change-rate fidelity of the Semantic Speed Gate, trained several ways.
+
+The packaged ICEWS05-15 gate (Phase 1, Adam 1e-2 x 200 full-batch epochs) gives the held-out
+phrasing "seek the advice of" (relation ``Consult``) a speed 0.74 away from its relation's
+(``benchmarks/gate_paraphrases.py``). Why: its nearest anchor is "ask for help from", a training
+paraphrase of ``Make an appeal or request``, and the gate put ``Consult`` at 0.994 and that
+relation at 0.142, though their mined change rates are 0.746 and 0.593: the MLP fits one free
+speed per relation embedding, saturating the sigmoid for the fastest few, so any two relations
+whose phrasings MiniLM confuses can be almost 1 apart. No loss on the training paraphrases alone
+can fix a confusion with another relation; what can is a gate whose speed is smooth in embedding
+space. This script measures that trade-off, the same Phase-1 loss and data
+(``lightning_modules.phase1_gate``, ``gate-icews05-15`` settings) trained:
+
+- ``paraphrases``: with paraphrase augmentation: every ``train`` paraphrase (``rotmem/gate/
+  paraphrases/*.tsv``) is a second text of its relation and is fitted to the same transitions
+  (a second BCE term), so the gate is told that those words share one speed;
+- ``weight_decay``: AdamW's decoupled weight decay on the MLP (0: Adam, the packaged setting).
+
+Per setting, on the ``heldout`` phrasings (never trained on, never anchors): median and max
+``|alpha(phrasing) - alpha(relation)|`` of the plain gate and of the anchored speeds
+(``rotmem.gate.anchors``, ``T`` by leave-one-out on the train paraphrases); Spearman of the
+relation strings' (anchored) speeds with their mined change rate over relations with >= 1 and
+>= 20 pairs; and the spread of relation speeds (std, min, max), since shrinking every speed
+towards one value also shrinks every gap. Writes ``benchmarks/results/gate_regularisation.csv``.
+
+    ROTMEM_DATA_DIR=/work/shared/data python -m benchmarks.gate_regularisation
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+from scipy.stats import spearmanr
+
+from lightning_modules.phase1_gate import (
+    GatePretrainModule,
+    GateTransitionData,
+    change_probability,
+    weighted_bce,
+)
+from rotmem import configs
+from rotmem.gate import SemanticSpeedGate, mine_transitions
+from rotmem.gate.anchors import AnchoredSpeeds, anchors_for, choose_temperature, read_paraphrases
+from rotmem.gate.encoder import RelationEncoder
+from rotmem.gate.speed_gate import relation_sentences
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def train_gate(data: GateTransitionData, paraphrase_embeddings, paraphrase_relations, weight_decay: float,
+               lr: float, epochs: int, seed: int) -> SemanticSpeedGate:  # fmt: skip
+    """Phase 1 full-batch (``GatePretrainModule.loss``), plus the augmentation term when
+    ``paraphrase_embeddings [P, D]`` is given (``paraphrase_relations [P]``: their relation ids)."""
+    torch.manual_seed(seed)
+    module = GatePretrainModule(
+        data.embedding_dim, data.encoder, data.template, data.median_delta_days, lr=lr
+    )
+    optimiser = torch.optim.AdamW(  # decay on the MLP only, not on the time scale s_pre
+        [{"params": module.gate.parameters()}, {"params": [module.log_scale], "weight_decay": 0.0}],
+        lr=lr, weight_decay=weight_decay,
+    )  # fmt: skip
+    batch = data.full_batch()
+    if paraphrase_embeddings is not None:
+        rows = [torch.nonzero(batch["relation"] == int(r)).squeeze(1) for r in paraphrase_relations]
+        selected = torch.cat(rows)
+        owner = torch.cat([torch.full((len(r),), k) for k, r in enumerate(rows)])
+    for _ in range(epochs):
+        optimiser.zero_grad()
+        loss = module.loss(batch)
+        if paraphrase_embeddings is not None:
+            alpha = module.gate(paraphrase_embeddings)[owner]
+            p = change_probability(alpha, module.scale, batch["delta_days"][selected])
+            loss = loss + weighted_bce(p, batch["changed"][selected], batch["weight"][selected])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)  # as the packaged setting
+        optimiser.step()
+    return module.gate.eval()
+
+
+def heldout_gaps(alpha_held, alpha_rel, heldout, relations) -> list[float]:
+    """``|alpha(phrasing) - alpha(its relation)|`` per held-out phrasing."""
+    index = {r: i for i, r in enumerate(relations)}
+    return [
+        abs(float(a) - float(alpha_rel[index[p.relation]])) for a, p in zip(alpha_held, heldout, strict=True)
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--weight-decay", type=float, nargs="+", default=[0.0, 0.1, 0.3, 1.0])
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    command = " ".join(["python -m benchmarks.gate_regularisation", *given])
+    torch.set_num_threads(1)  # tiny matrices: threads only add synchronisation (phase1_gate docs)
+    config = yaml.safe_load(configs.resolve("gate-icews05-15").read_text())
+    data_args = {k: v for k, v in config["data"].items() if k not in ("dataset", "data_dir")}
+    data = GateTransitionData(**data_args, data_dir=args.data_dir)
+    kg, relations = data.kg, data.kg.relations
+    paraphrases = read_paraphrases()
+    train = [p for p in paraphrases if p.split == "train"]
+    heldout = [p for p in paraphrases if p.split == "heldout"]
+    train_embeddings = RelationEncoder(data.encoder).encode(
+        relation_sentences([p.text for p in train], data.template)
+    )
+    train_relations = torch.tensor([kg.relation_id(p.relation) for p in train])
+    pairs, rate = mine_transitions(kg.train, kg.num_relations).per_relation()
+    lr, epochs = float(config["model"]["lr"]), int(config["trainer"]["max_epochs"])
+    seed = int(config.get("seed_everything", 0))
+
+    rows = []
+    for augment in (False, True):
+        for weight_decay in args.weight_decay:
+            t0 = time.perf_counter()
+            gate = train_gate(data, train_embeddings if augment else None, train_relations, weight_decay,
+                              lr, epochs, seed)  # fmt: skip
+            anchors = anchors_for(relations, paraphrases)
+            temperature, _ = choose_temperature(gate, anchors, paraphrases)
+            anchored = AnchoredSpeeds(gate, anchors, temperature)
+            with torch.no_grad():
+                plain_rel = gate.alpha(relations)
+                plain_held = gate.alpha([p.text for p in heldout])
+            anchored_rel = anchored.alpha(relations)
+            anchored_held = anchored.alpha([p.text for p in heldout])
+            plain = heldout_gaps(plain_held, plain_rel, heldout, relations)
+            anch = heldout_gaps(anchored_held, anchored_rel, heldout, relations)
+
+            def spearman(alpha, min_pairs):
+                ids = [i for i in range(len(relations)) if pairs[i] >= min_pairs]
+                return round(float(spearmanr(alpha[ids].numpy(), rate[ids].numpy()).statistic), 3)
+
+            worst = max(range(len(heldout)), key=lambda i: anch[i])
+            row = dict(
+                paraphrases=augment, weight_decay=weight_decay, temperature=temperature,
+                heldout_median_plain=round(statistics.median(plain), 4),
+                heldout_max_plain=round(max(plain), 4),
+                heldout_median_anchored=round(statistics.median(anch), 4),
+                heldout_max_anchored=round(max(anch), 4),
+                worst_anchored=f"{heldout[worst].text} ({heldout[worst].relation})",
+                spearman_ge1=spearman(anchored_rel, 1), spearman_ge20=spearman(anchored_rel, 20),
+                alpha_std=round(float(anchored_rel.std()), 4), alpha_min=round(float(anchored_rel.min()), 4),
+                alpha_max=round(float(anchored_rel.max()), 4), seconds=round(time.perf_counter() - t0, 1),
+            )  # fmt: skip
+            print(row, flush=True)
+            rows.append(row)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "gate_regularisation.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[*rows[0], "command"])
+        writer.writeheader()
+        writer.writerows({**row, "command": command} for row in rows)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
