@@ -22,6 +22,7 @@ def load_kernels_benchmark(monkeypatch):
     return module
 
 
+@pytest.mark.slow
 def test_kernels_quick(tmp_path, capsys, monkeypatch):
     pytest.importorskip("matplotlib")
     kernels = load_kernels_benchmark(monkeypatch)
@@ -251,6 +252,7 @@ def test_accuracy_race_smoke(tmp_path):
     assert {float(r["epoch"]) for r in held_rows} == {round(-(-batches // 2) / batches, 3)}
 
 
+@pytest.mark.slow
 def test_plot_paper_curve_draws_both_runs_and_refuses_a_missing_model(tmp_path):
     """``benchmarks/plot_paper_curve.py`` on two small race CSVs: a PNG and the curve's last rows."""
     pytest.importorskip("matplotlib")

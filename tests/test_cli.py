@@ -79,6 +79,7 @@ def test_unknown_subcommand_is_rejected():
         main(["levitate"])
 
 
+@pytest.mark.slow
 def test_evaluate_gives_a_model_whose_scores_all_tie_about_one_over_n(tmp_path, capsys, synthetic):
     from rotmem import RoMem
 
@@ -115,6 +116,7 @@ def test_packaged_configs_resolve_by_name_and_paths_stay_paths(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_fit_accepts_a_packaged_config_name(tmp_path):
     argv = ["fit", "--config", "synthetic", "--model.family.speed", "constant", "--model.gate_path", "null"]
     argv += [

@@ -101,7 +101,8 @@ def test_filtered_ranks_by_hand():
     assert evaluate(model, kg, "test", filter="static") == results["static/realistic"]  # the default
 
 
-@pytest.mark.parametrize("batch_size", [7, 1000])
+# batches of 7 rank the synthetic valid split in ~1,000 batches: about a minute and a half, so slow
+@pytest.mark.parametrize("batch_size", [pytest.param(7, marks=pytest.mark.slow), 1000])
 def test_fused_ranks_equal_the_eager_ranks(synthetic, batch_size):
     kg = synthetic.kg
     model = IntegerModel(kg)

@@ -30,6 +30,7 @@ def test_data_poor_facts_counts_training_facts_per_relation():
 
 
 @pytest.mark.parametrize("batch_size", [100, 1000])
+@pytest.mark.slow
 def test_a_subset_scores_as_its_facts_ranked_alone(synthetic, batch_size):
     kg = synthetic.kg
     model = IntegerModel(kg)

@@ -72,6 +72,7 @@ def test_forward_gives_speeds_in_unit_interval_and_names_a_wrong_width():
         gate(torch.randn(3, 10))
 
 
+@pytest.mark.slow
 def test_encoder_caches_embeddings_on_disk(encoder, monkeypatch):
     first = encoder.encode(["Make a visit", "born in", "Make a visit"])
     assert first.shape == (3, 384) and torch.equal(first[0], first[2])

@@ -194,6 +194,7 @@ def _open_new_file(path: str, barrier, outcomes) -> None:
         outcomes.put(repr(error))
 
 
+@pytest.mark.slow
 def test_many_processes_opening_one_new_file_at_once_all_succeed(tmp_path):
     context = multiprocessing.get_context("fork")  # cheap children: nothing to import again
     for round_ in range(1):

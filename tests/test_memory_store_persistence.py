@@ -107,6 +107,7 @@ def check_consistent(path: str, at_least: int) -> int:
         return n
 
 
+@pytest.mark.slow
 def test_a_writer_killed_inside_a_transaction_loses_only_that_session(tmp_path):
     path = str(tmp_path / "mem.db")
     writer = run_writer(
@@ -132,6 +133,7 @@ def test_a_writer_killed_inside_a_transaction_loses_only_that_session(tmp_path):
     assert check_consistent(path, at_least=4) == 4
 
 
+@pytest.mark.slow
 def test_a_writer_killed_at_a_random_moment_loses_nothing_committed(tmp_path):
     path = str(tmp_path / "mem.db")
     writer = run_writer(

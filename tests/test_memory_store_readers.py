@@ -31,6 +31,7 @@ def _in_another_process(*args) -> None:
     assert process.exitcode == 0
 
 
+@pytest.mark.slow
 def test_a_reader_opened_before_another_process_writes_sees_the_new_version(tmp_path):
     path = str(tmp_path / "mem.db")
     with TEMStore(path, encoder=HashingEncoder(64)) as writer:
@@ -98,6 +99,7 @@ def test_an_unreadable_file_raises_one_line_naming_it(tmp_path, damage):
     assert str(path) in message and "\n" not in message and "not a readable rotmem memory database" in message
 
 
+@pytest.mark.slow
 def test_the_cli_reports_a_corrupt_file_without_a_traceback(tmp_path):
     path = tmp_path / "mem.db"
     path.write_bytes(b"\x00garbage" * 1000)

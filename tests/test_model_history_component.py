@@ -165,6 +165,7 @@ def test_any_family_takes_the_same_history_keys():
         TNTComplEx(N, R, dim=8, history_causal=True)
 
 
+@pytest.mark.slow
 def test_phase2_trains_tntcomplex_with_history_and_the_checkpoint_reloads_it(tmp_path):
     kg = synthetic_kg(num_people=40, num_cities=8, num_companies=6, num_countries=3, seed=2).kg
     data = TemporalKGDataModule(kg=kg, batch_size=256, num_negative_times=0)

@@ -161,6 +161,7 @@ def test_save_and_load_keeps_the_history(tmp_path):
 
 
 @pytest.mark.parametrize("history", [None, (1, 7)])
+@pytest.mark.slow
 def test_gradcheck_in_float64(history):
     model = make(history=history)
     h, r, t = torch.tensor([0, 2]), torch.tensor([0, 1]), torch.tensor([1, 5])

@@ -39,6 +39,7 @@ def city_hits(model, kg: TemporalKG) -> float:
 
 
 @pytest.mark.parametrize("family, model_class", [("romem", RoMem), ("tntcomplex", TNTComplEx)])
+@pytest.mark.slow
 def test_fit_learns_which_value_holds_when(family: str, model_class: type) -> None:
     kg = moving_kg()
     config = FitConfig(family=family, dim=16, epochs=60, lr=0.2, init_s=0.003, batch_size=32)
@@ -49,6 +50,7 @@ def test_fit_learns_which_value_holds_when(family: str, model_class: type) -> No
     assert city_hits(model, kg) >= 0.75
 
 
+@pytest.mark.slow
 def test_fit_is_seeded() -> None:
     kg = moving_kg()
     config = FitConfig(dim=8, epochs=3, batch_size=16)
@@ -62,6 +64,7 @@ def test_frozen_speeds_stay_frozen() -> None:
     assert model.speed.source == "gate" and model.speed.table.tolist() == [0.25]
 
 
+@pytest.mark.slow
 def test_fit_runs_with_lightning_unimportable() -> None:
     code = textwrap.dedent(
         """

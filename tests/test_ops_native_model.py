@@ -196,6 +196,7 @@ def test_bad_ids_on_cuda_fail_on_the_device_naming_the_input(ids):
         "/x/rotmem/_C.so: undefined symbol: _ZN3c106detail14torchCheckFailEv",  # built against another torch
     ],
 )
+@pytest.mark.slow
 def test_without_the_extension_the_backend_warns_once_and_says_how_to_rebuild(error):
     """rotmem._C failing to import: one warning with the reason and the rebuild command, native reports
     why, and the CPU falls back to torch; ROTMEM_BACKEND=torch (a deliberate choice) silences it."""
@@ -242,6 +243,7 @@ def test_rotmem_backend_names_a_bad_value(monkeypatch):
     assert backend.backend_name(torch.device("cpu")) == "native"
 
 
+@pytest.mark.slow
 def test_rotmem_cpu_isa_forces_an_instruction_set():
     """ROTMEM_CPU_ISA picks the kernels' instruction set at import; a bad or unsupported one is named."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

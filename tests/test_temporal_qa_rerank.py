@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.temporal_qa.memories import hybrid, romem_hybrid
 from rotmem.data import day_of
 from tests.test_temporal_memory import _fixed
 from tests.test_temporal_memory import memory as memory  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.slow
 
 
 def test_beta_zero_is_the_hybrid_order_and_a_large_beta_puts_the_favoured_object_first(memory) -> None:

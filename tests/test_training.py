@@ -39,6 +39,7 @@ def trainer(tmp_path, epochs: int) -> pl.Trainer:
     )
 
 
+@pytest.mark.slow
 def test_training_lowers_the_loss_and_beats_a_random_model(tmp_path, small_kg):
     torch.manual_seed(0)
     data, module = make(small_kg)
@@ -138,6 +139,7 @@ def test_tntcomplex_trains_through_the_same_module_and_checkpoint(tmp_path, smal
     torch.testing.assert_close(loaded.score_tails(h, r, day), module.model.eval().score_tails(h, r, day))
 
 
+@pytest.mark.slow
 def test_romem_complex_with_history_trains_and_reloads(tmp_path, small_kg):
     data = TemporalKGDataModule(kg=small_kg, batch_size=256, num_negative_times=0)
     family = RoMemComplEx(
