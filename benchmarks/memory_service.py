@@ -129,28 +129,12 @@ def preload(location: str, namespace: str | None, rows, vectors, encoder_name: s
 def postgres(folder: Path) -> str:
     from tests.postgres_server import postgres_bin, start_server
 
-    data = folder / "data"
     binaries = postgres_bin()
     if binaries is None:
         raise SystemExit("no Postgres binaries: apt-get install postgresql")
-    if data.exists():  # a server from an earlier prepare: start it again
-        options = f"-k {folder / 'socket'} -c listen_addresses='' -c fsync=on -c max_connections=200"
-        pg_ctl = [
-            str(binaries / "pg_ctl"),
-            "-D",
-            str(data),
-            "-o",
-            options,
-            "-l",
-            str(folder / "log"),
-            "-w",
-            "start",
-        ]
-        subprocess.run(["runuser", "-u", "postgres", "--", *pg_ctl], check=True, capture_output=True)
-        return f"postgresql://rotmem@/postgres?host={folder / 'socket'}"
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o755)
-    return start_server(folder, binaries, fsync=True)
+    return start_server(folder, binaries, fsync=True)  # a server from an earlier prepare starts again
 
 
 def stop_postgres(folder: Path) -> None:

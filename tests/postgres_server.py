@@ -42,22 +42,24 @@ def _as_server_user(command: list[str]) -> list[str]:
 
 
 def start_server(folder: Path, binaries: Path, fsync: bool = False) -> str:
-    """initdb + pg_ctl start in ``folder``; returns the DSN (unix socket, trust authentication).
-    ``fsync=False`` (tests: nothing here kills the server) trades durability for speed."""
+    """initdb (unless ``folder`` already holds a server's data) + pg_ctl start in ``folder``; returns
+    the DSN (unix socket, trust authentication). ``fsync=False`` (tests: nothing here kills the
+    server) trades durability for speed."""
     data, socket_dir = folder / "data", folder / "socket"
-    socket_dir.mkdir()
-    if os.geteuid() == 0:
-        user = pwd.getpwnam("postgres")
-        for path in (folder, socket_dir):
-            os.chown(path, user.pw_uid, user.pw_gid)
-    subprocess.run(
-        _as_server_user(
-            [str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "rotmem", "--no-sync"]
-        ),
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    if not data.exists():
+        socket_dir.mkdir()
+        if os.geteuid() == 0:
+            user = pwd.getpwnam("postgres")
+            for path in (folder, socket_dir):
+                os.chown(path, user.pw_uid, user.pw_gid)
+        subprocess.run(
+            _as_server_user(
+                [str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "rotmem", "--no-sync"]
+            ),
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
     options = (
         f"-k {socket_dir} -c listen_addresses='' -c fsync={'on' if fsync else 'off'} -c max_connections=200"
     )
