@@ -29,7 +29,6 @@ towards one value also shrinks every gap. Writes ``benchmarks/results/gate_regul
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 import time
@@ -39,6 +38,7 @@ import torch
 import yaml
 from scipy.stats import spearmanr
 
+from benchmarks.harness import write_rows
 from lightning_modules.phase1_gate import (
     GatePretrainModule,
     GateTransitionData,
@@ -151,13 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
             print(row, flush=True)
             rows.append(row)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "gate_regularisation.csv"
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[*rows[0], "command"])
-        writer.writeheader()
-        writer.writerows({**row, "command": command} for row in rows)
-    print(f"wrote {path}")
+    write_rows(args.out / "gate_regularisation.csv", rows, command)
     return 0
 
 

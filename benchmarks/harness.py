@@ -8,11 +8,13 @@ only ratios measured side by side in one run are meaningful there.
 
 from __future__ import annotations
 
+import csv
 import shlex
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -103,3 +105,14 @@ def command_line(argv: list[str] | None) -> str:
     """The command that ran the benchmark, for its CSV and summary."""
     args = sys.argv[1:] if argv is None else argv
     return "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *args])
+
+
+def write_rows(path: Path, rows: list[dict], command: str) -> None:
+    """``rows`` (one dict per row, the first one's keys as the header) to the CSV ``path``, each with
+    a last column ``command``: the command that made them."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[*rows[0], "command"])
+        writer.writeheader()
+        writer.writerows({**row, "command": command} for row in rows)
+    print(f"wrote {path}")

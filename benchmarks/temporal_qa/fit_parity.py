@@ -10,12 +10,12 @@ last epoch's mean loss and the raw tail MRR on the test split (rank = 1 + #highe
 
 from __future__ import annotations
 
-import csv
 import sys
 import time
 
 import torch
 
+from benchmarks.harness import write_rows
 from benchmarks.temporal_qa.run import RESULTS
 from rotmem.data import TemporalKG, synthetic_kg
 from rotmem.memory.online_fit import FitConfig, fit_model
@@ -81,11 +81,7 @@ def main() -> int:
                 )
             )
             print(rows[-1], flush=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    with open(RESULTS / "fit_parity.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[*rows[0], "command"])
-        writer.writeheader()
-        writer.writerows({**r, "command": "python -m benchmarks.temporal_qa.fit_parity"} for r in rows)
+    write_rows(RESULTS / "fit_parity.csv", rows, "python -m benchmarks.temporal_qa.fit_parity")
     return 0
 
 

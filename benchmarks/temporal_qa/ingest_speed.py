@@ -20,12 +20,12 @@ command) under ``--out``.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
+from benchmarks.harness import write_rows
 from rotmem.data import date_of, day_of, load_dataset
 from rotmem.memory import HashingEncoder, SentenceEncoder
 from rotmem.memory.tem_store import fact_text
@@ -98,13 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                    **ingest(days, encoder, cache))  # fmt: skip
         print(row, flush=True)
         rows.append(row)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "ingest_speed.csv"
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[*rows[0], "command"])
-        writer.writeheader()
-        writer.writerows({**row, "command": command} for row in rows)
-    print(f"wrote {path}")
+    write_rows(args.out / "ingest_speed.csv", rows, command)
     return 0
 
 
