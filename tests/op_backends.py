@@ -58,7 +58,15 @@ ALL_BACKENDS = [Backend("native", "cpu", isa) for isa in CPU_ISAS] + [
 ]
 
 
-def params(names: tuple[str, ...] = ("native", "triton"), devices: tuple[str, ...] = ("cpu", "cuda")) -> list:
+def params(
+    names: tuple[str, ...] = ("native", "triton"),
+    devices: tuple[str, ...] = ("cpu", "cuda"),
+    per_isa: bool = True,
+) -> list:
     """``pytest.param`` per backend case, for ``@pytest.mark.parametrize("backend", ..., indirect=True)``
-    (a test that concerns some backends only)."""
-    return [pytest.param(b, id=str(b)) for b in ALL_BACKENDS if b.name in names and b.device in devices]
+    (a test that concerns some backends only). ``per_isa=False``: the native CPU backend once, as the
+    machine runs it (for an op with no SIMD code of its own, a plain BLAS product)."""
+    cases = ALL_BACKENDS
+    if not per_isa:
+        cases = [b for b in ALL_BACKENDS if b.isa is None] + [Backend("native", "cpu")]
+    return [pytest.param(b, id=str(b)) for b in cases if b.name in names and b.device in devices]

@@ -1,6 +1,6 @@
-"""Native ops under autograd's and torch.library's checks: float64 gradcheck on the CPU,
-``torch.library.opcheck`` (schema, fake tensors, autograd registration, AOT dispatch) and a
-``torch.compile``d training step equal to the eager one."""
+"""Native ops under torch.library's and torch.compile's checks: ``torch.library.opcheck`` (schema,
+fake tensors, autograd registration, AOT dispatch) and a ``torch.compile``d training step equal to
+the eager one. (Each op's float64 gradcheck is in its own file, ``tests/test_ops_<op>.py``.)"""
 
 from __future__ import annotations
 
@@ -30,19 +30,6 @@ def indexed_args(chronor=True, log_s=-1.0, log_base=2.0, batch=6, n=3, entities=
         torch.tensor(log_s, dtype=torch.float64, requires_grad=True),
         torch.tensor(log_base, dtype=torch.float64, requires_grad=True),
         3.0,
-    )
-
-
-# --- gradcheck (float64, CPU) ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-@pytest.mark.parametrize("rows, cols", [(9, 11), (4, 3), (2, 11)])
-def test_gradcheck_cross_entropy(reduction, rows, cols):
-    target = torch.tensor([0, 3, 10, -100, 5, 5, 1, 9, 2])
-    assert torch.autograd.gradcheck(
-        lambda q, e: native.cross_entropy_tiled(q, e, target, reduction, rows, cols),
-        (leaf(9, 6), leaf(11, 6, seed=1)),
     )
 
 

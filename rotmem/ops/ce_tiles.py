@@ -12,6 +12,11 @@ held from the forward and its scaled copy), so for tables larger than
 ``CE_GRAD_IN_FORWARD_MAX_BYTES`` (256 MiB of gradient, e.g. N = 128k at 2n = 500) backward instead
 recomputes the logits tile by tile from the saved per-row log-sum-exp, and peak memory is one
 entity gradient plus one tile. ``ROTMEM_CE_GRAD_IN_FORWARD=1`` / ``0`` forces either way.
+
+Rounding: gradients made in the forward sweep are rounded to the inputs' dtype there, before backward
+scales them by the output gradient, while backward's sweep (like the eager reference) scales first:
+in bfloat16, one rounding more (at most 2^-8 relative) when the output gradient is not 1. A training
+loss that is the cross-entropy itself (plus other terms) has output gradient 1, which scales exactly.
 """
 
 from __future__ import annotations

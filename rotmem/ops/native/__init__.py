@@ -60,6 +60,10 @@ if LOADED:
 
 def score_all(q: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
     """``q [B, 2n] @ entity[N, 2n]^T``: ``[B, N]`` scores against every entity (one BLAS product)."""
+    if q.shape[-1] != entity.shape[-1]:
+        raise ValueError(
+            f"q [B, 2n] and entity [N, 2n] must share 2n, got {tuple(q.shape)} and {tuple(entity.shape)}"
+        )
     return q @ entity.t()
 
 
