@@ -1,4 +1,6 @@
-"""The biased 1-vs-all cross-entropy against its reference, on every backend that runs here."""
+"""The biased 1-vs-all cross-entropy (``rotmem.ops.biased_cross_entropy``, built on the dispatched
+fused ops) against its reference, on every backend here (``tests/op_backends.py``, chosen through
+``ROTMEM_BACKEND``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,14 @@ from rotmem.ops import reference
 from rotmem.ops.biased_cross_entropy import cross_entropy_all_biased
 
 
-def problem(batch=37, width=22, entities=53, pairs=60, dtype=torch.float32, seed=0):
+@pytest.fixture
+def device(backend, monkeypatch) -> str:
+    """The backend's device, with ``rotmem.ops`` dispatching to the backend."""
+    monkeypatch.setenv("ROTMEM_BACKEND", backend.name)
+    return backend.device
+
+
+def problem(device, batch=37, width=22, entities=53, pairs=60, dtype=torch.float32, seed=0):
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(batch, width, generator=g, dtype=dtype)
     entity = torch.randn(entities, width, generator=g, dtype=dtype) * 0.7
@@ -19,12 +28,12 @@ def problem(batch=37, width=22, entities=53, pairs=60, dtype=torch.float32, seed
     flat = torch.unique(flat)
     rows, cols = flat // entities, flat % entities
     bias = torch.rand(rows.numel(), generator=g, dtype=torch.float64).to(dtype) * 3
-    return q, entity, target, rows, cols, bias + 0.01
+    return tuple(t.to(device) for t in (q, entity, target, rows, cols, bias + 0.01))
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
-def test_matches_the_reference_in_float64_with_gradients(reduction):
-    q, entity, target, rows, cols, bias = problem(dtype=torch.float64)
+def test_matches_the_reference_in_float64_with_gradients(device, reduction):
+    q, entity, target, rows, cols, bias = problem(device, dtype=torch.float64)
     inputs = [t.clone().requires_grad_() for t in (q, entity, bias)]
     mine = cross_entropy_all_biased(inputs[0], inputs[1], target, rows, cols, inputs[2], reduction)
     expected_inputs = [t.clone().requires_grad_() for t in (q, entity, bias)]
@@ -41,8 +50,8 @@ def test_matches_the_reference_in_float64_with_gradients(reduction):
         torch.testing.assert_close(got.grad, want.grad, rtol=1e-9, atol=1e-10)
 
 
-def test_float32_within_the_reference_error():
-    q, entity, target, rows, cols, bias = problem(batch=200, width=64, entities=999, pairs=900)
+def test_float32_within_the_reference_error(device):
+    q, entity, target, rows, cols, bias = problem(device, batch=200, width=64, entities=999, pairs=900)
     truth = reference.cross_entropy_all_biased(q.double(), entity.double(), target, rows, cols, bias.double())
     mine = cross_entropy_all_biased(q, entity, target, rows, cols, bias)
     plain = reference.cross_entropy_all_biased(q, entity, target, rows, cols, bias)
@@ -51,16 +60,20 @@ def test_float32_within_the_reference_error():
     assert float((mine.double() - truth).abs()) <= bound
 
 
-def test_gradcheck():
-    q, entity, target, rows, cols, bias = problem(batch=6, width=4, entities=9, pairs=12, dtype=torch.float64)
+def test_gradcheck(backend, device):
+    q, entity, target, rows, cols, bias = problem(
+        device, batch=6, width=4, entities=9, pairs=12, dtype=torch.float64
+    )
     inputs = [t.clone().requires_grad_() for t in (q, entity, bias)]
     assert torch.autograd.gradcheck(
-        lambda a, b, c: cross_entropy_all_biased(a, b, target, rows, cols, c), inputs
+        lambda a, b, c: cross_entropy_all_biased(a, b, target, rows, cols, c),
+        inputs,
+        fast_mode=backend.interpreted,
     )
 
 
-def test_a_zero_bias_adds_nothing():
-    q, entity, target, rows, cols, bias = problem()
+def test_a_zero_bias_adds_nothing(device):
+    q, entity, target, rows, cols, bias = problem(device)
     zeroed = bias.clone()
     zeroed[::3] = 0
     keep = zeroed > 0
@@ -70,14 +83,14 @@ def test_a_zero_bias_adds_nothing():
     )
 
 
-def test_no_bias_is_the_plain_cross_entropy():
-    q, entity, target, *_ = problem()
-    empty = torch.zeros(0, dtype=torch.long)
-    mine = cross_entropy_all_biased(q, entity, target, empty, empty, torch.zeros(0))
+def test_no_bias_is_the_plain_cross_entropy(device):
+    q, entity, target, *_ = problem(device)
+    empty = torch.zeros(0, dtype=torch.long, device=device)
+    mine = cross_entropy_all_biased(q, entity, target, empty, empty, torch.zeros(0, device=device))
     torch.testing.assert_close(mine, reference.cross_entropy_all(q, entity, target))
 
 
-def test_negative_bias_is_refused():
-    q, entity, target, rows, cols, bias = problem()
+def test_negative_bias_is_refused(device):
+    q, entity, target, rows, cols, bias = problem(device)
     with pytest.raises(ValueError, match="non-negative"):
         cross_entropy_all_biased(q, entity, target, rows, cols, bias - 1)

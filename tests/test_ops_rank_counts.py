@@ -1,5 +1,5 @@
-"""``filtered_rank_counts``: the reference against a per-candidate loop, every backend against the
-reference, exactly.
+"""``filtered_rank_counts`` and ``target_scores``: the reference against a per-candidate loop, every
+backend here (``tests/op_backends.py``) against the reference, exactly.
 
 Exact equality is the right test here: queries and entities hold small integers, so every score is
 an integer far below 2**8 and every backend's products are exact in float32, float64 and bfloat16,
@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import math
 
+import op_backends
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rotmem.ops import ce_tiles, native, reference
-from rotmem.ops.backend import _load, available
+from rotmem.ops import ce_tiles, reference
 from rotmem.ops.rank_csr import check_filter_csr, csr_from_rows, permute_rows
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32, torch.float64, torch.bfloat16]
 
 
@@ -96,25 +95,6 @@ def test_reference_matches_the_definition(batch, entities, dim, seed, shard):
         )
 
 
-def backends():
-    """Every backend's ``filtered_rank_counts`` that runs here (Triton under the interpreter on the CPU)."""
-    found = [reference.filtered_rank_counts]
-    found += [native.filtered_rank_counts] if native.is_available(DEVICE) else []
-    found += [_load("triton").filtered_rank_counts] if available("triton", DEVICE) else []
-    return found
-
-
-def test_all_equal_scores_tie():
-    """A model whose scores all tie is not flattered: every other candidate ties with the target."""
-    q, entity, target, ptr, idx = (t.to(DEVICE) for t in problem(7, 30, 4, filters=1))
-    filtered = [set(idx[ptr[0, b] : ptr[0, b + 1]].tolist()) - {int(t)} for b, t in enumerate(target)]
-    expected_ties = torch.tensor([30 - 1 - len(ids) for ids in filtered])
-    for counts in backends():
-        higher, ties = counts(torch.zeros_like(q), entity, target, ptr, idx)
-        assert torch.equal(higher[0].cpu(), torch.zeros(7, dtype=torch.int64)), counts.__module__
-        assert torch.equal(ties[0].cpu(), expected_ties), counts.__module__
-
-
 def test_csr_checks_name_the_problem():
     _, _, _, ptr, idx = problem(4, 10, 2, filters=1)
     with pytest.raises(ValueError, match="filter_ptr must be int64"):
@@ -142,80 +122,103 @@ def test_permute_rows_keeps_each_rows_ids():
             )
 
 
-# --- backends against the reference ---------------------------------------------------------------
+# --- every backend against the reference ----------------------------------------------------------
 
-NATIVE = pytest.mark.skipif(not native.is_available("cpu"), reason=native.unavailable_reason("cpu"))
-NATIVE_DEVICES = ["cpu"] + (["cuda"] if native.is_available("cuda") else [])
+# (batch, entities, tiles): tiles (elements, min rows) cut the scores into row blocks and entity
+# chunks (``ce_tiles.cross_entropy_blocks``); None: the default (whole rows here)
+CASES = [
+    (1, 1, None),
+    (37, 101, (8 * 13, 8)),
+    (37, 101, None),
+    (200, 333, (50 * 40, 50)),
+    (3, 1000, (2 * 7, 2)),
+    (6, 40, (6 * 10, 6)),
+]
+# the Triton interpreter's few seconds each (one case with entity chunks); the rest on a GPU
+INTERPRETED = {(1, 1, None), (37, 101, None), (6, 40, (6 * 10, 6))}
 
 
-@NATIVE
-@pytest.mark.parametrize("device", NATIVE_DEVICES)
+def use_tiles(monkeypatch, tiles: tuple[int, int] | None) -> None:
+    if tiles is not None:
+        monkeypatch.setattr(ce_tiles, "CE_TILE_ELEMENTS", tiles[0])
+        monkeypatch.setattr(ce_tiles, "CE_MIN_BLOCK_ROWS", tiles[1])
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(
-    "batch, entities, block_rows, block_cols",
-    [(1, 1, 1, 1), (37, 101, 8, 13), (37, 101, 64, 1000), (200, 333, 50, 40), (3, 1000, 2, 7)],
-)
-def test_native_matches_reference(device, dtype, batch, entities, block_rows, block_cols):
-    q, entity, target, ptr, idx = (t.to(device) for t in problem(batch, entities, 10, dtype=dtype))
-    expected = reference.filtered_rank_counts(q, entity, target, ptr, idx)
-    got = native.filtered_rank_counts_tiled(q, entity, target, ptr, idx, None, 0, block_rows, block_cols)
-    assert_same(got, expected, f"{batch}x{entities} tiles {block_rows}x{block_cols}")
-    # sorted by target, as the public function runs it when the table is chunked
-    assert_same(native.filtered_rank_counts(q, entity, target, ptr, idx), expected, "default tiles")
+@pytest.mark.parametrize("batch, entities, tiles", CASES)
+def test_matches_reference(backend, dtype, batch, entities, tiles, monkeypatch):
+    """Exact counts, one tile or many (rows sorted by target when the table is chunked); a row with
+    a NaN score is marked -1."""
+    if backend.interpreted and (batch, entities, tiles) not in INTERPRETED:
+        pytest.skip("too slow for the Triton interpreter: runs compiled on a GPU")
+    use_tiles(monkeypatch, tiles)
+    q, entity, target, ptr, idx = (t.to(backend.device) for t in problem(batch, entities, 10, dtype=dtype))
+    if batch > 1:
+        q[1, 0] = float("nan")
+    got = backend.ops.filtered_rank_counts(q, entity, target, ptr, idx)
+    assert_same(
+        got, reference.filtered_rank_counts(q, entity, target, ptr, idx), f"{batch}x{entities} {tiles}"
+    )
 
 
-@NATIVE
-@pytest.mark.parametrize("device", NATIVE_DEVICES)
-@pytest.mark.parametrize("tile", [1 << 23, 70])
-def test_native_shards_sum_to_the_whole_table(device, tile, monkeypatch):
+def test_all_equal_scores_tie(backend):
+    """A model whose scores all tie is not flattered: every other candidate ties with the target."""
+    q, entity, target, ptr, idx = (t.to(backend.device) for t in problem(7, 30, 4, filters=1))
+    filtered = [set(idx[ptr[0, b] : ptr[0, b + 1]].tolist()) - {int(t)} for b, t in enumerate(target)]
+    expected_ties = torch.tensor([30 - 1 - len(ids) for ids in filtered])
+    higher, ties = backend.ops.filtered_rank_counts(torch.zeros_like(q), entity, target, ptr, idx)
+    assert torch.equal(higher[0].cpu(), torch.zeros(7, dtype=torch.int64))
+    assert torch.equal(ties[0].cpu(), expected_ties)
+
+
+@pytest.mark.parametrize("tiles", [None, (70, 4)], ids=["one-tile", "tiles"])
+def test_shards_sum_to_the_whole_table(backend, tiles, monkeypatch):
     """Each shard's owners give the target scores (read from their tiles), every shard counts against
     them, and the sums are the whole table's counts."""
-    monkeypatch.setattr(ce_tiles, "CE_TILE_ELEMENTS", tile)  # 70: row blocks and entity chunks
-    q, entity, target, ptr, idx = (t.to(device) for t in problem(40, 90, 6, seed=5))
-    shards = ((0, 31), (31, 60), (60, 90))
-    scores = sum(native.target_scores(q, entity[lo:hi], target, lo) for lo, hi in shards)
+    use_tiles(monkeypatch, tiles)
+    q, entity, target, ptr, idx = (t.to(backend.device) for t in problem(40, 90, 6, seed=5))
+    ops, shards = backend.ops, ((0, 31), (31, 60), (60, 90))
+    scores = sum(ops.target_scores(q, entity[lo:hi], target, lo) for lo, hi in shards)
     assert torch.equal(scores, reference.target_scores(q, entity, target))
     total_h, total_e = 0, 0
     for lo, hi in shards:
         assert torch.equal(
-            native.target_scores(q, entity[lo:hi], target, lo),
+            ops.target_scores(q, entity[lo:hi], target, lo),
             reference.target_scores(q, entity[lo:hi], target, lo),
         )
-        part = native.filtered_rank_counts(q, entity[lo:hi], target, ptr, idx, scores, lo)
-        assert_same(
-            part, reference.filtered_rank_counts(q, entity[lo:hi], target, ptr, idx, scores, lo), f"{lo}:{hi}"
-        )
+        part = ops.filtered_rank_counts(q, entity[lo:hi], target, ptr, idx, scores, lo)
+        want = reference.filtered_rank_counts(q, entity[lo:hi], target, ptr, idx, scores, lo)
+        assert_same(part, want, f"{lo}:{hi}")
         total_h, total_e = total_h + part[0], total_e + part[1]
     assert_same(
         (total_h, total_e), reference.filtered_rank_counts(q, entity, target, ptr, idx), "summed shards"
     )
 
 
-@NATIVE
-@pytest.mark.parametrize("device", NATIVE_DEVICES)
-def test_native_non_finite_rows_are_marked(device):
-    q, entity, target, ptr, idx = (t.to(device) for t in problem(6, 20, 3))
+def test_non_finite_rows_are_marked(backend, monkeypatch):
+    use_tiles(monkeypatch, (4 * 6, 4))
+    q, entity, target, ptr, idx = (t.to(backend.device) for t in problem(6, 20, 3))
     q[2, 0] = float("nan")  # every score of query 2
     expected = reference.filtered_rank_counts(q, entity, target, ptr, idx)
     assert expected[0][:, 2].eq(-1).all() and expected[0][:, 3].ge(0).all()
-    assert_same(native.filtered_rank_counts_tiled(q, entity, target, ptr, idx, None, 0, 4, 6), expected)
+    assert_same(backend.ops.filtered_rank_counts(q, entity, target, ptr, idx), expected)
     entity[0, 0] = float("inf")  # every query's score of candidate 0 (filtered or not) is ±inf or NaN
-    got = native.filtered_rank_counts_tiled(q, entity, target, ptr, idx, None, 0, 4, 6)
+    got = backend.ops.filtered_rank_counts(q, entity, target, ptr, idx)
     assert_same(got, reference.filtered_rank_counts(q, entity, target, ptr, idx))
     assert got[0].eq(-1).all()
 
 
-@NATIVE
-def test_native_rejects_a_target_outside_the_table():
+@pytest.mark.parametrize("backend", op_backends.params(devices=("cpu",)), indirect=True)
+def test_a_target_outside_the_table_is_named(backend):
     q, entity, target, ptr, idx = problem(4, 10, 2)
     target[2] = 10
-    with pytest.raises(RuntimeError, match=r"target\[2\] = 10 is outside"):
-        native.filtered_rank_counts(q, entity, target, ptr, idx)
+    with pytest.raises((RuntimeError, IndexError, ValueError), match=r"target.*\b10\b"):
+        backend.ops.filtered_rank_counts(q, entity, target, ptr, idx)
 
 
-@NATIVE
-def test_native_opcheck():
-    q, entity, target, ptr, idx = problem(9, 30, 4)
+@pytest.mark.parametrize("backend", op_backends.params(("native",), per_isa=False), indirect=True)
+def test_native_opcheck(backend):
+    q, entity, target, ptr, idx = (t.to(backend.device) for t in problem(9, 30, 4))
     scores = reference.score_all(q, entity).gather(1, target[:, None]).squeeze(1)
     op = torch.ops.rotmem.filtered_rank_counts.default
     for args in (
@@ -223,34 +226,3 @@ def test_native_opcheck():
         (q, entity[5:20], target, scores, ptr, idx, 5, 9, 30),
     ):
         torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor"))
-
-
-TRITON = _load("triton") if available("triton", DEVICE) else None
-
-
-@pytest.mark.skipif(
-    TRITON is None, reason=f"Triton cannot run on {DEVICE} here (TRITON_INTERPRET=1 on the CPU)"
-)
-@pytest.mark.parametrize(
-    "dtype, batch, entities, tile",
-    [(torch.float32, 9, 40, 1 << 23), (torch.bfloat16, 9, 40, 1 << 23), (torch.float32, 6, 40, 60)],
-)
-def test_triton_matches_reference(monkeypatch, dtype, batch, entities, tile):
-    monkeypatch.setattr(ce_tiles, "CE_TILE_ELEMENTS", tile)  # 60: rows of 6 in chunks of 10 entities
-    q, entity, target, ptr, idx = (t.to(DEVICE) for t in problem(batch, entities, 6, dtype=dtype))
-    q[1, 0] = float("nan")
-    assert_same(
-        TRITON.filtered_rank_counts(q, entity, target, ptr, idx),
-        reference.filtered_rank_counts(q, entity, target, ptr, idx),
-    )
-    scores = sum(
-        TRITON.target_scores(q, entity[lo:hi], target, lo) for lo, hi in ((0, 10), (10, 33), (33, 40))
-    )
-    torch.testing.assert_close(
-        scores, reference.target_scores(q, entity, target), rtol=0, atol=0, equal_nan=True
-    )
-    assert_same(
-        TRITON.filtered_rank_counts(q, entity[10:30], target, ptr, idx, scores, 10),
-        reference.filtered_rank_counts(q, entity[10:30], target, ptr, idx, scores, 10),
-        "shard",
-    )
