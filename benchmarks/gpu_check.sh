@@ -16,9 +16,10 @@
 #                    rotate's GB/s beside a copy
 #   total       350  + 8 steps x 1 s of --kill-after = 358 s <= 360 s (tests/test_ops_gpu_check_dry_run.py
 #                    adds the limits up)
-# The epoch's 45 s, estimated before any GPU run: ~8 s of imports and data, ~15 s of Triton's first
-# compiles (the tests step's cache helps where the shapes agree), 738 steps at a few ms of launches
-# each, a validation of ~2 s; a step that runs out says so (rc 124) with its log's last lines.
+# The epoch's 45 s, estimated before any GPU run: start-up (imports, data, history, model; 18-20 s
+# with 2 batches on this project's 2-core CPU under load, 13 s of it imports), ~15 s of Triton's
+# first compiles (the tests step's cache helps where the shapes agree), 738 steps at a few ms of
+# launches each, a validation of ~2 s; a step that runs out says so (rc 124) with its log's tail.
 # The exit code is 1 when a step failed or timed out.
 #
 #   bash benchmarks/gpu_check.sh                 # results under $OUT, else benchmarks/results/gpu_check
