@@ -86,7 +86,15 @@ def unrotated_query_indexed(
 
 
 def score_all(q: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
-    """``q [B, 2n] @ entity[N, 2n]^T``: ``[B, N]`` scores against every entity."""
+    """``q [B, 2n] @ entity[N, 2n]^T``: ``[B, N]`` scores against every entity.
+
+    A plain dense product (BLAS, cuBLAS at the device's peak), so every backend uses this one:
+    evaluation needs the full score matrix anyway (filtered ranks), there is nothing to fuse.
+    """
+    if q.shape[-1] != entity.shape[-1]:
+        raise ValueError(
+            f"q [B, 2n] and entity [N, 2n] must share 2n, got {tuple(q.shape)} and {tuple(entity.shape)}"
+        )
     return q @ entity.t()
 
 

@@ -48,6 +48,7 @@ from rotmem.ops.native.rank_counts import filtered_rank_counts, filtered_rank_co
 from rotmem.ops.native.rotate import rotate
 from rotmem.ops.native.unrotated_query import unrotated_query
 from rotmem.ops.native.unrotated_query_indexed import unrotated_query_indexed
+from rotmem.ops.reference import score_all  # one dense product serves every backend
 
 if LOADED:
     # Each op module registers its autograd formulas and hands back its fakes, registered here:
@@ -56,15 +57,6 @@ if LOADED:
     for _module in (_rotate, _unrotated_query, _unrotated_query_indexed, _cross_entropy, _rank_counts, _n3):
         for _name, _fake in _module.register().items():
             torch.library.register_fake(LIB + _name, _fake)
-
-
-def score_all(q: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
-    """``q [B, 2n] @ entity[N, 2n]^T``: ``[B, N]`` scores against every entity (one BLAS product)."""
-    if q.shape[-1] != entity.shape[-1]:
-        raise ValueError(
-            f"q [B, 2n] and entity [N, 2n] must share 2n, got {tuple(q.shape)} and {tuple(entity.shape)}"
-        )
-    return q @ entity.t()
 
 
 __all__ = [

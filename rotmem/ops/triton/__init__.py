@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from rotmem.ops.reference import score_all  # one dense product serves every backend
 from rotmem.ops.triton._common import INTERPRETED
 from rotmem.ops.triton.cross_entropy import cross_entropy_all
 from rotmem.ops.triton.n3 import n3
@@ -21,19 +22,6 @@ from rotmem.ops.triton.rank_counts import filtered_rank_counts, target_scores
 from rotmem.ops.triton.rotate import rotate
 from rotmem.ops.triton.unrotated_query import unrotated_query
 from rotmem.ops.triton.unrotated_query_indexed import unrotated_query_indexed
-
-
-def score_all(q: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
-    """``q [B, 2n] @ entity[N, 2n]^T``: ``[B, N]`` scores against every entity.
-
-    A plain dense product, which cuBLAS already runs at the device's peak; evaluation needs the
-    full score matrix anyway (filtered ranks), so there is nothing to fuse.
-    """
-    if q.shape[-1] != entity.shape[-1]:
-        raise ValueError(
-            f"q [B, 2n] and entity [N, 2n] must share 2n, got {tuple(q.shape)} and {tuple(entity.shape)}"
-        )
-    return q @ entity.t()
 
 
 def unavailable_reason(device_type: str) -> str:
