@@ -12,7 +12,7 @@ them, flagged ``template``) and, leave-one-out, for the ``train`` ones: median a
 ``|alpha(phrasing) - alpha(relation)|``; and Spearman(alpha of each relation string, its mined
 change rate) over relations with >= 1 and >= 20 mined pairs (training split).
 
-    ROTMEM_DATA_DIR=/work/shared/data python -m benchmarks.gate_paraphrases [--gate gate.pt]
+    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_paraphrases [--gate gate.pt]
 
 Writes ``benchmarks/results/gate_paraphrases_anchored.csv`` (one row per phrasing) and
 ``gate_paraphrase_summary.csv``.

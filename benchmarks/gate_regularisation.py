@@ -23,7 +23,7 @@ relation strings' (anchored) speeds with their mined change rate over relations 
 >= 20 pairs; and the spread of relation speeds (std, min, max), since shrinking every speed
 towards one value also shrinks every gap. Writes ``benchmarks/results/gate_regularisation.csv``.
 
-    ROTMEM_DATA_DIR=/work/shared/data python -m benchmarks.gate_regularisation
+    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_regularisation
 """
 
 from __future__ import annotations

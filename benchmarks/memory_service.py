@@ -4,8 +4,8 @@
    bulk batches into a SQLite file and into a Postgres namespace (a real server started from
    Debian's binaries, fsync on). ``--vectors random`` (default): the preloaded facts get random
    unit vectors of MiniLM's width (384) under MiniLM's encoder name, because embedding 100k facts
-   with MiniLM on this 2-core machine takes hours (measured: 2,000 facts in 161 s while other jobs
-   ran); the search cost (index, fetch, re-rank) does not depend on the values, the retrieval
+   with MiniLM on 2 cores takes minutes at best (305 sentences/s on quiet cores, hours under load);
+   the search cost (index, fetch, re-rank) does not depend on the values, the retrieval
    quality does and is not measured here. ``--vectors minilm``: real MiniLM vectors, computed once
    and cached in ``--cache`` (.npy). Questions and new facts are always embedded by MiniLM.
 2. ``load``: for each backend, ``rotmem serve`` on 127.0.0.1 (a subprocess, the MiniLM encoder),
@@ -18,7 +18,7 @@
    the store read-only and checks that every add the server acknowledged is there, each session
    whole (its one fact, its times, its date) -> ``memory_service_crash.csv``.
 
-    python benchmarks/memory_service.py prepare          # under /work/bin/heavy: embeds once, preloads
+    python benchmarks/memory_service.py prepare          # embeds once (--vectors minilm), preloads
     python benchmarks/memory_service.py load crash       # the timed part (~6 minutes)
 
 The machine's 2 cores run the server, its encoder and the clients together.

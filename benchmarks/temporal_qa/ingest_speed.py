@@ -1,7 +1,7 @@
 """Ingestion speed of ``TemporalMemory`` as an agent sees it: ICEWS05-15 facts in date order, one
 ``add_sessions`` call per day (a snapshot), embedding included; where the time goes.
 
-    ROTMEM_DATA_DIR=/work/shared/data /work/bin/timed python -m benchmarks.temporal_qa.ingest_speed
+    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.ingest_speed
 
 Variants, side by side in one run over the same facts, each into a fresh in-memory store:
 

@@ -1,6 +1,6 @@
 """Temporal question answering over ICEWS05-15 as an agent memory sees it (MultiTQ-style questions).
 
-    ROTMEM_DATA_DIR=/work/shared/data python -m benchmarks.temporal_qa            # test set, 2012
+    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa            # test set, 2012
     python -m benchmarks.temporal_qa --split dev                                   # tune here
     python -m benchmarks.temporal_qa --quick                                       # smoke, seconds
 

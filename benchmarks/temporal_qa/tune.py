@@ -1,6 +1,6 @@
 """Dev-set tuning of the RoMem memory for temporal QA (dev seed 1 only; the test set is never read).
 
-    ROTMEM_DATA_DIR=/work/shared/data python -m benchmarks.temporal_qa.tune --gate gate.pt
+    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.tune --gate gate.pt
 
 One ingestion (``run.ingest``, one day per call), then RoMem fitted with the gate for each of
 ``--epochs`` and once without the gate (alpha = 1, the first ``--epochs``), and these rankers on
