@@ -5,7 +5,7 @@ Scores do not depend on training, so a freshly initialised model times the same 
 one: 2 directions x every fact x all 10,488 entities, one filter and both filters, every tie rule,
 with the fused evaluator (``rotmem.ops.filtered_rank_counts``) and the eager one (``[B, N]`` score
 matrices, ``evaluate_all(fused=False)``), interleaved in one run so their ratio is fair.
-Writes benchmarks/results/eval_speed.csv (with the command and the load average).
+Writes benchmarks/results/eval_speed.csv (``--out``; with the command and the load average).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from rotmem.ops import backend_name
 RESULTS = Path(__file__).resolve().parent / "results" / "eval_speed.csv"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="icews05-15")
     parser.add_argument("--split", default="test")
@@ -35,12 +35,15 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=1, help="repeat the interleaved measurements")
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the CSV to write")
+    args = parser.parse_args(argv)
     kg = load_dataset(args.data)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = RoMem(kg.num_entities, kg.num_relations, dim=args.dim, k=args.k, tau0=kg.first_day).to(device)
     rows = []
-    command = f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')} python {' '.join(sys.argv)}"
+    given = sys.argv[1:] if argv is None else argv
+    threads = os.environ.get("OMP_NUM_THREADS", "unset")
+    command = f"OMP_NUM_THREADS={threads} python benchmarks/eval_speed.py {' '.join(given)}"
     runs = [
         (f, fused) for _ in range(args.rounds) for f in ((FILTERS[0],), FILTERS) for fused in (True, False)
     ]
@@ -66,8 +69,8 @@ def main() -> None:
             }
         )
         print(rows[-1], flush=True)
-    RESULTS.parent.mkdir(exist_ok=True)
-    with open(RESULTS, "w", newline="") as handle:
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
@@ -77,7 +80,7 @@ def main() -> None:
         eager = [r["seconds"] for r in rows if r["filters"] == name and r["evaluator"] == "eager"]
         ratios = ", ".join(f"{e / f:.2f}x" for f, e in zip(fused, eager, strict=True))
         print(f"{name}: eager / fused = {ratios}")
-    print(f"wrote {RESULTS}\ncommand: {command}")
+    print(f"wrote {args.out}\ncommand: {command}")
 
 
 if __name__ == "__main__":

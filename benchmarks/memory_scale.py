@@ -4,7 +4,8 @@ Embedding is excluded from both: fact vectors are precomputed (random unit vecto
 width, 384, looked up by text), so ingestion times the store's write path (validation, the text
 check, SQLite rows, status recomputation, index add) and retrieval times ``retrieve_vector`` (index
 search, SQLite fetch of the top k, records in source order). The embedding of one question by
-all-MiniLM-L6-v2 is timed on its own. Writes ``benchmarks/results/memory_scale.csv``.
+all-MiniLM-L6-v2 is timed on its own. Writes ``benchmarks/results/memory_scale.csv`` (``--out``), each
+row with the command.
 
     python benchmarks/memory_scale.py                      # 100,000 records
     python benchmarks/memory_scale.py --records 20000 --queries 50 --no-minilm   # quick
@@ -98,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-minilm", action="store_true", help="skip timing the MiniLM question embedding")
     p.add_argument("--out", default="benchmarks/results/memory_scale.csv")
     args = p.parse_args(argv)
-    print("command:", shlex.join([sys.executable, *sys.argv]))
+    command = shlex.join(["python", "benchmarks/memory_scale.py", *(sys.argv[1:] if argv is None else argv)])
+    print("command:", command)
 
     rng = np.random.default_rng(0)
     sessions = make_sessions(args.records, args.per_session, rng)
@@ -130,8 +132,9 @@ def main(argv: list[str] | None = None) -> int:
                 for session in single:
                     store.add_session(session.session_id, session.facts, session.text, turns=())
                 seconds = time.perf_counter() - start
+                n = len(store)
             note = f"one add_session per session; synchronous={sync}; {load()}"
-            row("ingest_per_session_facts_per_s", len(store) / seconds, "facts/s", note=note)
+            row("ingest_per_session_facts_per_s", n / seconds, "facts/s", note=note)
 
         start = time.perf_counter()
         store = TEMStore(path, encoder=encoder)
@@ -178,9 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=FIELDS)
+        writer = csv.DictWriter(handle, fieldnames=[*FIELDS, "command"])
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({**r, "command": command} for r in rows)
     print(f"wrote {out}")
     return 0
 

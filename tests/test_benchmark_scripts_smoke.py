@@ -1,0 +1,89 @@
+"""Smoke runs of the benchmark scripts that had none: each runs end to end at a tiny size through its
+command line and writes a CSV whose rows say what was measured, with the command."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_script(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done
+
+
+def read_rows(path: Path) -> list[dict]:
+    with path.open() as handle:
+        return list(csv.DictReader(line for line in handle if not line.startswith("#")))
+
+
+def test_memory_scale_tiny(tmp_path):
+    """``memory_scale.py``: batched and per-session ingestion (both synchronous settings), reopening,
+    retrieval on every index backend; the per-session rows count the records of their own store."""
+    out = tmp_path / "memory_scale.csv"
+    run_script(
+        "benchmarks/memory_scale.py", "--records", "200", "--per-session", "10", "--batch-sessions", "5",
+        "--single-sessions", "4", "--queries", "4", "--dim", "16", "--no-minilm", "--out", str(out),
+    )  # fmt: skip
+    rows = read_rows(out)
+    metrics = [r["metric"] for r in rows]
+    assert metrics.count("ingest_batch_facts_per_s") == 1
+    assert metrics.count("ingest_per_session_facts_per_s") == 2  # synchronous FULL and NORMAL
+    assert "reopen_rebuild_index_s" in metrics
+    assert {"retrieve_p50_ms", "retrieve_p95_ms"} <= set(metrics)
+    assert all(float(r["value"]) > 0 for r in rows if r["unit"] == "facts/s")
+    reopen = next(r for r in rows if r["metric"] == "reopen_rebuild_index_s")
+    assert reopen["note"].startswith("200 vectors")  # the batched store's records, read back
+    assert all(r["command"].startswith("python benchmarks/memory_scale.py --records 200") for r in rows)
+
+
+def test_eval_speed_tiny(tmp_path):
+    """``eval_speed.py`` on the synthetic KG: fused and eager evaluators, one filter and both, each
+    timed over every test query in both directions."""
+    out = tmp_path / "eval_speed.csv"
+    run_script(
+        "benchmarks/eval_speed.py", "--data", "synthetic", "--dim", "8", "--k", "1",
+        "--batch-size", "64", "--out", str(out),
+    )  # fmt: skip
+    rows = read_rows(out)
+    assert sorted((r["evaluator"], r["filters"]) for r in rows) == sorted(
+        (e, f) for e in ("fused", "eager") for f in ("time-aware", "time-aware+static")
+    )
+    from rotmem import load_dataset
+
+    queries = 2 * len(load_dataset("synthetic").split("test"))
+    assert all(int(r["queries"]) == queries and float(r["seconds"]) > 0 for r in rows)
+    assert all("python benchmarks/eval_speed.py --data synthetic" in r["command"] for r in rows)
+
+
+@pytest.mark.slow
+def test_native_step_tiny(tmp_path):
+    """``native_step.py``: every provider computes the same training loss as eager (``matmul-floor`` is
+    the bound, not a loss) and has a time and a speed-up."""
+    out = tmp_path / "native_step.csv"
+    run_script(
+        "benchmarks/native_step.py", "--batch", "16", "--n", "8", "--entities", "40", "--relations", "4",
+        "--rounds", "1", "--threads", "1", "--out", str(out),
+    )  # fmt: skip
+    rows = {r["provider"]: r for r in read_rows(out)}
+    assert {"eager", "native", "native-recompute", "native-dense", "matmul-floor"} <= set(rows)
+    eager = float(rows["eager"]["loss"])
+    for name, row in rows.items():
+        assert float(row["ms_median"]) > 0 and float(row["speedup_vs_eager"]) > 0, name
+        if name != "matmul-floor":  # float32, 8 complex dims, 40 entities: a few ulps of a loss near 3.7
+            assert abs(float(row["loss"]) - eager) <= 1e-5 * abs(eager), (name, row["loss"], eager)
