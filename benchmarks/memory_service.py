@@ -152,22 +152,22 @@ def run_prepare(args) -> None:
         print(f"embedded {len(rows)} facts with MiniLM in {seconds:.1f} s (0 = cached)", flush=True)
     else:
         vectors, name, seconds = random_vectors(fact_texts(rows))
-    sqlite_dir = work / "sqlite"
-    sqlite_dir.mkdir(exist_ok=True)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{sqlite_dir / NAMESPACE}.db{suffix}").unlink(missing_ok=True)
-    print(
-        f"sqlite preload: {preload(str(sqlite_dir / f'{NAMESPACE}.db'), None, rows, vectors, name):.1f} s",
-        flush=True,
-    )
-    dsn = postgres(work / "postgres")
-    try:
-        from rotmem.memory.postgres import drop_namespace
+    if "sqlite" in args.backends:
+        sqlite_dir = work / "sqlite"
+        sqlite_dir.mkdir(exist_ok=True)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{sqlite_dir / NAMESPACE}.db{suffix}").unlink(missing_ok=True)
+        seconds = preload(str(sqlite_dir / f"{NAMESPACE}.db"), None, rows, vectors, name)
+        print(f"sqlite preload: {seconds:.1f} s", flush=True)
+    if "postgres" in args.backends:
+        dsn = postgres(work / "postgres")
+        try:
+            from rotmem.memory.postgres import drop_namespace
 
-        drop_namespace(dsn, NAMESPACE)
-        print(f"postgres preload: {preload(dsn, NAMESPACE, rows, vectors, name):.1f} s", flush=True)
-    finally:
-        stop_postgres(work / "postgres")
+            drop_namespace(dsn, NAMESPACE)
+            print(f"postgres preload: {preload(dsn, NAMESPACE, rows, vectors, name):.1f} s", flush=True)
+        finally:
+            stop_postgres(work / "postgres")
     (work / "prepared.json").write_text(json.dumps({"records": args.records, "vectors": args.vectors}))
 
 
@@ -432,6 +432,7 @@ def main() -> None:
     )
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "rotmem-memory-service"))
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "rotmem-memory-service-cache"))
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the CSVs and the PNG")
     args = parser.parse_args()
     command = "python benchmarks/memory_service.py " + shlex.join(sys.argv[1:])
     if "prepare" in args.phases:
@@ -454,10 +455,10 @@ def main() -> None:
             if backend == "postgres":
                 stop_postgres(work / "postgres")
     if load_rows:
-        write_csv(RESULTS / "memory_service.csv", LOAD_FIELDS, load_rows, command)
-        plot(load_rows, RESULTS / "memory_service.png")
+        write_csv(args.out / "memory_service.csv", LOAD_FIELDS, load_rows, command)
+        plot(load_rows, args.out / "memory_service.png")
     if crash_rows:
-        write_csv(RESULTS / "memory_service_crash.csv", CRASH_FIELDS, crash_rows, command)
+        write_csv(args.out / "memory_service_crash.csv", CRASH_FIELDS, crash_rows, command)
 
 
 if __name__ == "__main__":

@@ -87,3 +87,28 @@ def test_native_step_tiny(tmp_path):
         assert float(row["ms_median"]) > 0 and float(row["speedup_vs_eager"]) > 0, name
         if name != "matmul-floor":  # float32, 8 complex dims, 40 entities: a few ulps of a loss near 3.7
             assert abs(float(row["loss"]) - eager) <= 1e-5 * abs(eager), (name, row["loss"], eager)
+
+
+@pytest.mark.slow
+def test_memory_service_tiny(tmp_path):
+    """``memory_service.py`` on SQLite: the server on 127.0.0.1 under 1 and 2 clients, then one
+    SIGKILL mid-load and a reader in another process that finds every acknowledged add, whole."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    work, out = tmp_path / "work", tmp_path / "out"
+    common = ["--records", "200", "--backends", "sqlite", "--work", str(work), "--out", str(out)]
+    run_script("benchmarks/memory_service.py", "prepare", *common, timeout=300)
+    run_script(
+        "benchmarks/memory_service.py", "load", "crash", *common, "--clients", "1", "2", "--seconds", "2",
+        "--cycles", "1", "--kill-after", "2", timeout=600,
+    )  # fmt: skip
+    load = read_rows(out / "memory_service.csv")
+    assert [(r["backend"], int(r["clients"])) for r in load] == [("sqlite", 1), ("sqlite", 2)]
+    assert all(int(r["records"]) == 200 and int(r["errors"]) == 0 and int(r["searches"]) > 0 for r in load)
+    crash = read_rows(out / "memory_service_crash.csv")
+    assert len(crash) == 1 and int(crash[0]["acknowledged"]) > 0
+    assert int(crash[0]["found"]) == int(crash[0]["acknowledged"])
+    assert int(crash[0]["missing"]) == 0 and int(crash[0]["half_written"]) == 0
+    assert (out / "memory_service.png").stat().st_size > 0
+    with (out / "memory_service.csv").open() as handle:
+        assert handle.readline().startswith("# python benchmarks/memory_service.py load crash")
