@@ -13,7 +13,9 @@
 3. RoMem fitted online on what the memory holds (``TemporalMemory.fit``, no Lightning), three ways:
    with the Semantic Speed Gate's speeds (``--gate``, a Phase-1 gate trained on the ICEWS05-15
    training split; default: pretrained here), with alpha = 1 (no gate), and TNTComplEx per-day
-   embeddings in RoMem's place (discrete time).
+   embeddings in RoMem's place (discrete time); and, fourth, TNTComplEx with the history term of
+   ``icews05-15-tntcomplex-history`` (counts of the memory's own facts near the asked day), the
+   accuracy work's best model on validation, at the same fit settings.
 4. Every memory (``benchmarks.temporal_qa.memories``) ranks the top 10 facts of each question.
    Retrieval: rank of the first fact with the question's relation and named entity whose answer slot
    holds a gold answer (a time answer: its date starts with a gold period); MRR@10, Hits@1/5/10.
@@ -51,7 +53,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "results" / "temporal_qa"
 SEEDS = {name: seed for name, (seed, _) in SPLITS.items()}
 MEMORIES = (
     "dense", "bm25", "hybrid", "symbolic", "tem", "romem-gate", "romem-no-gate", "discrete",
-    "romem-hybrid", "romem-hybrid-no-gate",
+    "romem-hybrid", "romem-hybrid-no-gate", "history", "history-hybrid",
 )  # fmt: skip
 TITLES = {
     "dense": "dense MiniLM (fact sentences)",
@@ -64,8 +66,14 @@ TITLES = {
     "discrete": "TemporalMemory, discrete time (TNTComplEx)",
     "romem-hybrid": "hybrid + RoMem re-rank (gate)",
     "romem-hybrid-no-gate": "hybrid + RoMem re-rank (no gate)",
+    "history": "TemporalMemory, TNTComplEx + history",
+    "history-hybrid": "hybrid + TNTComplEx-history re-rank",
 }
-RERANKS = {"romem-gate": "romem-hybrid", "romem-no-gate": "romem-hybrid-no-gate"}  # fit -> its re-rank
+RERANKS = {  # fit -> its re-rank
+    "romem-gate": "romem-hybrid", "romem-no-gate": "romem-hybrid-no-gate", "history": "history-hybrid",
+}  # fmt: skip
+# the history term of icews05-15-tntcomplex-history (the accuracy work's best model on validation)
+HISTORY = {"history_windows": (1, 3, 7, 30, 90, 365), "pair_windows": (1, 3, 7, 30)}
 PUBLISHED = (
     "Published MultiTQ retrieval MRR (RoMem paper): RoMem 0.337, without RoMem 0.203, no gate 0.104, "
     "discrete time 0.045. Those use MultiTQ's own questions, an LLM and another embedder: they are "
@@ -318,14 +326,16 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
     else:
         gate = Path(args.gate) if args.gate else pretrain_gate(args.out / "gate.pt")
         gate_note = f"gate: Semantic Speed Gate {gate} (Phase 1 on the ICEWS05-15 train split)"
-    for name, speeds, family in (("romem-gate", gate, "romem"), ("romem-no-gate", None, "romem"),
-                                 ("discrete", None, "tntcomplex")):  # fmt: skip
+    for name, speeds, family, history in (
+        ("romem-gate", gate, "romem", {}), ("romem-no-gate", None, "romem", {}),
+        ("discrete", None, "tntcomplex", {}), ("history", None, "tntcomplex", HISTORY),
+    ):  # fmt: skip
         if name not in args.memories and RERANKS.get(name) not in args.memories:
             continue
         variant = TemporalMemory(store=memory.store, speeds=speeds, alpha_g=args.alpha_g)
         t0 = time.perf_counter()
         epochs = args.fit_epochs if name == "romem-gate" else (args.ablation_epochs or args.fit_epochs)
-        result = variant.fit(FitConfig(**{**fit.__dict__, "family": family, "epochs": epochs}))
+        result = variant.fit(FitConfig(**{**fit.__dict__, "family": family, "epochs": epochs, **history}))
         stats[f"fit_s_{name}"] = time.perf_counter() - t0
         print(f"fitted {name}: {result}, {stats[f'fit_s_{name}']:.1f} s", flush=True)
         variants[name] = variant
@@ -337,7 +347,7 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
     rows = []
     for name in args.memories:
         t0 = time.perf_counter()
-        if name.startswith("romem-hybrid"):
+        if name in RERANKS.values():
             rank = memories.romem_hybrid(variants[{v: k for k, v in RERANKS.items()}[name]], args.beta)
         elif name in variants:
             rank = memories.temporal(variants[name])
@@ -362,7 +372,8 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
         f"ingestion {stats['ingest_s']:.1f} s = {stats['facts_per_s']:.0f} facts/s including embedding "
         f"(sessions of {args.days_per_batch} days per add_sessions call)",
         f"RoMem: fitted online on the memory's facts (TemporalMemory.fit, no Lightning): {args.fit_epochs} "
-        f"epochs (no-gate and discrete: {args.ablation_epochs or args.fit_epochs}), batch {args.batch_size}, "
+        f"epochs (no-gate, discrete and history: {args.ablation_epochs or args.fit_epochs}; history: "
+        f"TNTComplEx + the history term of icews05-15-tntcomplex-history), batch {args.batch_size}, "
         f"dim {args.dim}; fit time {fits}; {gate_note}; TemporalMemory alpha_g {args.alpha_g:g}, "
         f"romem-hybrid: hybrid top 50 + {args.beta:g} x S_kge",
         "retrieval: rank of the first fact with the question's relation and named entity whose answer slot "

@@ -9,6 +9,11 @@ speeds stay frozen (alpha = 1, or a per-relation table: the "gate" speed source)
 ``family="tntcomplex"`` trains TNTComplEx instead (a learned embedding per day of the facts' range
 in place of RoMem's functional time; ``dim = 2·rank``): the paper's discrete-time ablation. Its
 per-day table is kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``).
+
+``history_windows`` / ``pair_windows`` give either family the history term of the accuracy work
+(``rotmem.models.history``: counts of the memory's own facts near the asked day, for the same triple
+and for the entity pair, with a learned weight per relation and window; each training fact leaves
+itself out of its counts), built over the facts being fitted.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ class FitConfig:
     A memory holds a few years of facts, so the default rotation is slow (``init_s = 0.001``
     rad/day: the fastest component turns once in about 17 years) and the model small.
     ``threads``: torch CPU threads during the fit (restored afterwards; None keeps torch's).
+    ``history_windows`` / ``pair_windows``: the history term's windows in days (module docs; empty:
+    no history), e.g. ``(1, 3, 7, 30, 90, 365)`` and ``(1, 3, 7, 30)`` as in
+    ``icews05-15-tntcomplex-history``.
     ``extra``: more constructor arguments of the model.
     """
 
@@ -53,6 +61,8 @@ class FitConfig:
     num_negative_times: int = 4
     seed: int = 0
     threads: int | None = None
+    history_windows: tuple[int, ...] = ()
+    pair_windows: tuple[int, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -60,6 +70,13 @@ def build(kg: TemporalKG, config: FitConfig, alpha: torch.Tensor | None) -> Temp
     """A fresh ``config.family`` model for ``kg``, vocabulary set; ``alpha [R]`` freezes RoMem's speeds."""
     days = kg.train[:, 3]
     tau0 = int(days.min())
+    history: dict[str, Any] = {}
+    if config.history_windows or config.pair_windows:
+        history = dict(
+            history_windows=list(config.history_windows) or None,
+            pair_windows=list(config.pair_windows) or None,
+            facts=kg.train,
+        )
     if config.family == "tntcomplex":
         num_days = int(days.max()) - tau0 + 1
         # positional: the reference day's keyword is being renamed (first_day -> tau0)
@@ -70,6 +87,7 @@ def build(kg: TemporalKG, config: FitConfig, alpha: torch.Tensor | None) -> Temp
             tau0,
             num_days,
             init_scale=config.init_scale,
+            **history,
             **config.extra,
         )
     elif config.family == "romem":
@@ -82,6 +100,7 @@ def build(kg: TemporalKG, config: FitConfig, alpha: torch.Tensor | None) -> Temp
             init_scale=config.init_scale,
             tau0=float(tau0),
             init_s=config.init_s,
+            **history,
             **config.extra,
         )
         if alpha is not None:  # a frozen per-relation table: the "gate" speed source
