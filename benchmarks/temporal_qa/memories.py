@@ -18,11 +18,12 @@ timed call. ``rank(question, vector) -> record ids``, best first, at most ``DEPT
   applied the way a reader would: current versions before ``[historical]`` ones, newest first;
 - ``romem-gate``, ``romem-no-gate``, ``discrete``: ``TemporalMemory.retrieve`` (``S_sem · (1 + 0.3 ·
   S_kge)`` over the dense top 50) with RoMem fitted with gate speeds, with alpha = 1 for every
-  relation, or TNTComplEx (per-day embeddings) fitted in RoMem's place; best ``S_final`` first;
-- ``romem-hybrid``: the hybrid memory's top ``POOL`` facts re-ranked by ``hybrid score + beta ·
-  S_kge`` (RoMem's probability of the fact's object at the question's day, as in
-  ``TemporalMemory.retrieve``; the hybrid score is a sum of z-scores, so RoMem is added, not
-  multiplied).
+  relation, or TNTComplEx (per-day embeddings) fitted in RoMem's place; ``history``: TNTComplEx
+  with the history term (``rotmem.models.history``) in RoMem's place; best ``S_final`` first;
+- ``romem-hybrid`` (and ``history-hybrid``, with the history model): the hybrid memory's top
+  ``POOL`` facts re-ranked by ``hybrid score + beta · S_kge`` (RoMem's probability of the fact's
+  object at the question's day, as in ``TemporalMemory.retrieve``; the hybrid score is a sum of
+  z-scores, so RoMem is added, not multiplied).
 """
 
 from __future__ import annotations
