@@ -13,7 +13,8 @@ timed call. ``rank(question, vector) -> record ids``, best first, at most ``DEPT
   first/last day, any other span keeps facts inside it) and sorted by date for "first" (earliest
   first), "last" and current-state questions ("these days", "now", "nowadays": latest first);
   ties and unsorted questions keep the dense order. It does not resolve event anchors ("After A, who
-  was the first ..." is sorted as "first", with no anchor);
+  was the first ..." is sorted as "first", with no anchor); ``symbolic-named``: the same, with the
+  date sort among the facts that name an entity of the question first (string match);
 - ``tem``: TEM's read path (the dense top ``DEPTH`` by cosine x relation weight) with its labels
   applied the way a reader would: current versions before ``[historical]`` ones, newest first;
 - ``romem-gate``, ``romem-no-gate``, ``discrete``: ``TemporalMemory.retrieve`` (``S_sem · (1 + 0.3 ·
@@ -82,7 +83,11 @@ def hybrid(memory: TemporalMemory) -> Ranker:
     return rank
 
 
-def symbolic(memory: TemporalMemory) -> Ranker:
+def symbolic(memory: TemporalMemory, named_first: bool = False) -> Ranker:
+    """The symbolic baseline (module docs); ``named_first``: the date sort puts the pool's facts that
+    name an entity of the question (its subject or object string, case-insensitive) first, so the
+    earliest fact is the asked slot's rather than the pool's (the rest follow, also by date)."""
+
     def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
         pool = sorted(memory.store.retrieve_vector(vector, POOL), key=lambda r: -(r.score or 0.0))
         times = memory._times([r.id for r in pool])
@@ -99,10 +104,13 @@ def symbolic(memory: TemporalMemory) -> Ranker:
                 keep = span.contains
             kept = [r for r in pool if r.id in day and keep(day[r.id])] or pool
         ids = [r.id for r in kept]
+        words = question.lower()
+        named = {r.id for r in kept if r.subject.lower() in words or r.object.lower() in words}
+        tier = (lambda i: i not in named) if named_first else (lambda i: False)  # noqa: E731
         if _FIRST.search(question):
-            ids.sort(key=lambda i: day.get(i, np.inf))
+            ids.sort(key=lambda i: (tier(i), day.get(i, np.inf)))
         elif _LAST.search(question) or _CURRENT.search(question):
-            ids.sort(key=lambda i: -day.get(i, -np.inf))
+            ids.sort(key=lambda i: (tier(i), -day.get(i, -np.inf)))
         return ids[:DEPTH]
 
     return rank

@@ -52,7 +52,7 @@ from rotmem.memory.temporal_memory import TemporalFact, TemporalMemory
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "temporal_qa"
 SEEDS = {name: seed for name, (seed, _) in SPLITS.items()}
 MEMORIES = (
-    "dense", "bm25", "hybrid", "symbolic", "tem", "romem-gate", "romem-no-gate", "discrete",
+    "dense", "bm25", "hybrid", "symbolic", "symbolic-named", "tem", "romem-gate", "romem-no-gate", "discrete",
     "romem-hybrid", "romem-hybrid-no-gate", "history", "history-hybrid",
 )  # fmt: skip
 TITLES = {
@@ -60,6 +60,7 @@ TITLES = {
     "bm25": "BM25",
     "hybrid": "hybrid (dense + BM25 + date boost)",
     "symbolic": "symbolic (time filter + date sort)",
+    "symbolic-named": "symbolic, date sort among facts naming the question's entities",
     "tem": "TEM (labels: current first)",
     "romem-gate": "TemporalMemory, RoMem + gate",
     "romem-no-gate": "TemporalMemory, RoMem, one speed (no gate)",
@@ -343,6 +344,7 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
     builders = {
         "dense": memories.dense, "bm25": memories.bm25, "hybrid": memories.hybrid,
         "symbolic": memories.symbolic, "tem": memories.tem,
+        "symbolic-named": lambda memory: memories.symbolic(memory, named_first=True),
     }  # fmt: skip
     rows = []
     for name in args.memories:
