@@ -125,9 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     paraphrases = read_paraphrases()
     train = [p for p in paraphrases if p.split == "train"]
     heldout = [p for p in paraphrases if p.split == "heldout"]
-    train_embeddings = RelationEncoder(data.encoder).encode(
-        relation_sentences([p.text for p in train], data.template)
-    )
+    encoder = RelationEncoder(data.encoder)  # one MiniLM for the paraphrases and the anchors
+    train_embeddings = encoder.encode(relation_sentences([p.text for p in train], data.template))
     train_relations = torch.tensor([kg.relation_id(p.relation) for p in train])
     pairs, rate = mine_transitions(kg.train, kg.num_relations).per_relation()
     lr, epochs = float(config["model"]["lr"]), int(config["trainer"]["max_epochs"])
@@ -136,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     anchors = anchors_for(relations, paraphrases)
     anchor_texts = list(anchors)
     anchor_units = torch.nn.functional.normalize(
-        RelationEncoder(data.encoder).encode(relation_sentences(anchor_texts, data.template)).float(), dim=1
+        encoder.encode(relation_sentences(anchor_texts, data.template)).float(), dim=1
     )
     cos = (anchor_units @ anchor_units.T).fill_diagonal_(float("-inf"))
     leave_one_out = torch.softmax(cos / SMOOTHING_TEMPERATURE, dim=1)

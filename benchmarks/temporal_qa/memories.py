@@ -104,8 +104,10 @@ def symbolic(memory: TemporalMemory, named_first: bool = False) -> Ranker:
                 keep = span.contains
             kept = [r for r in pool if r.id in day and keep(day[r.id])] or pool
         ids = [r.id for r in kept]
-        words = question.lower()
-        named = {r.id for r in kept if r.subject.lower() in words or r.object.lower() in words}
+        named: set[int] = set()
+        if named_first:
+            words = question.lower()
+            named = {r.id for r in kept if r.subject.lower() in words or r.object.lower() in words}
         tier = (lambda i: i not in named) if named_first else (lambda i: False)  # noqa: E731
         if _FIRST.search(question):
             ids.sort(key=lambda i: (tier(i), day.get(i, np.inf)))

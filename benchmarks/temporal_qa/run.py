@@ -44,6 +44,7 @@ import torch
 
 from benchmarks.temporal_qa import memories
 from benchmarks.temporal_qa.questions import SPLITS, Question, generate
+from rotmem import configs
 from rotmem.data import date_of, day_of, load_dataset
 from rotmem.memory import HashingEncoder, SentenceEncoder
 from rotmem.memory.online_fit import FitConfig
@@ -73,8 +74,7 @@ TITLES = {
 RERANKS = {  # fit -> its re-rank
     "romem-gate": "romem-hybrid", "romem-no-gate": "romem-hybrid-no-gate", "history": "history-hybrid",
 }  # fmt: skip
-# the history term of icews05-15-tntcomplex-history (the accuracy work's best model on validation)
-HISTORY = {"history_windows": (1, 3, 7, 30, 90, 365), "pair_windows": (1, 3, 7, 30)}
+HISTORY_CONFIG = "icews05-15-tntcomplex-history"  # the accuracy work's best model on validation
 PUBLISHED = (
     "Published MultiTQ retrieval MRR (RoMem paper): RoMem 0.337, without RoMem 0.203, no gate 0.104, "
     "discrete time 0.045. Those use MultiTQ's own questions, an LLM and another embedder: they are "
@@ -107,6 +107,12 @@ class Setup:
 
 
 # --- ingestion ---------------------------------------------------------------------------------------
+def history_windows() -> dict[str, tuple[int, ...]]:
+    """The history term's windows of ``HISTORY_CONFIG`` (days), as ``FitConfig`` takes them."""
+    family = configs.load(configs.resolve(HISTORY_CONFIG))["model"]["family"]["init_args"]
+    return {key: tuple(family.get(key) or ()) for key in ("history_windows", "pair_windows")}
+
+
 def ingest(memory: TemporalMemory, facts: Sequence[tuple[str, str, str, int]], days_per_batch: int) -> dict:
     """The facts in date order, one session per day; returns facts, sessions, seconds, facts/s."""
     by_day: dict[int, list] = defaultdict(list)
@@ -329,7 +335,7 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
         gate_note = f"gate: Semantic Speed Gate {gate} (Phase 1 on the ICEWS05-15 train split)"
     for name, speeds, family, history in (
         ("romem-gate", gate, "romem", {}), ("romem-no-gate", None, "romem", {}),
-        ("discrete", None, "tntcomplex", {}), ("history", None, "tntcomplex", HISTORY),
+        ("discrete", None, "tntcomplex", {}), ("history", None, "tntcomplex", history_windows()),
     ):  # fmt: skip
         if name not in args.memories and RERANKS.get(name) not in args.memories:
             continue
