@@ -38,15 +38,17 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from rotmem import ops
-from rotmem.models.base import TemporalKGE, both_directions
 from rotmem.models.spectrum import TemporalSpectrum
 from rotmem.models.speeds import RelationSpeed
-from rotmem.models.tntcomplex import complex_product
-from rotmem.ops.table_grad import gather_rows
+from rotmem.models.two_part_complex import (
+    TwoPartComplEx,
+    complex_product,
+    day_table_smoothness,
+    read_day_table,
+)
 
 
-class RoMemComplEx(TemporalKGE):
+class RoMemComplEx(TwoPartComplEx):
     """RoMem's rotation on a ComplEx/TNT backbone (module docstring); ``dim = 2n`` real coordinates.
 
     Tables: ``entity [N, 2n]``, ``rel_static``, ``rel_dynamic [2R, 2n]``, optional ``day [days, 2n]``;
@@ -115,12 +117,7 @@ class RoMemComplEx(TemporalKGE):
 
     def day_embedding(self, tau: torch.Tensor) -> torch.Tensor:
         """``u(τ) [..., 2n]``: the per-day table, interpolated between days, clamped past the range."""
-        position = (tau.double() - self.tau0).clamp(0, self.day.shape[0] - 1)
-        below = position.floor().long()
-        above = (below + 1).clamp(max=self.day.shape[0] - 1)
-        weight = (position - below).to(self.day.dtype).unsqueeze(-1)
-        low, high = self.day[below], self.day[above]
-        return low + weight * (high - low)
+        return read_day_table(self.day, tau, self.tau0)
 
     def dynamic_part(self, rows: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
         """``d_r ⊙ e^{iθ_r(τ)} ⊙ u(τ)`` for relation rows ``rows`` (``R + r`` reciprocal)."""
@@ -140,43 +137,8 @@ class RoMemComplEx(TemporalKGE):
         rows = r + head.long() * self.num_relations
         return self.dynamic_part(rows, tau), self.rel_static[rows]
 
-    # --- queries and scores -----------------------------------------------------------------
-    def _query(
-        self, e: torch.Tensor, r: torch.Tensor, tau: torch.Tensor, head: torch.Tensor, sparse_grad: bool
-    ) -> torch.Tensor:
-        dynamic, static = self.relation_parts(r, tau, head)
-        return complex_product(gather_rows(self.entity, e, sparse_grad), dynamic + static)
-
-    def embedding_score(
-        self,
-        h: torch.Tensor,
-        r: torch.Tensor,
-        t: torch.Tensor,
-        tau: torch.Tensor,
-        sparse_grad: bool = False,
-    ) -> torch.Tensor:
-        """``f(h, r, t | τ)`` without the history: ``[B]`` for ``tau [B]``, ``[B, J]`` for ``[B, J]``."""
-        e_h, e_t = gather_rows(self.entity, h, sparse_grad), gather_rows(self.entity, t, sparse_grad)
-        if tau.dim() == r.dim() + 1:  # several times per fact
-            r, e_h, e_t = r.unsqueeze(-1).expand(tau.shape), e_h.unsqueeze(-2), e_t.unsqueeze(-2)
-        dynamic, static = self.relation_parts(r, tau, torch.zeros_like(r, dtype=torch.bool))
-        return (complex_product(e_h, dynamic + static) * e_t).sum(-1)
-
-    # --- regularisers -----------------------------------------------------------------------
-    def regularizer(
-        self, facts: torch.Tensor, kind: str = "modulus3", sparse_grad: bool = False
-    ) -> torch.Tensor:
-        """tkbc's N3 over both directions' queries, as ``TNTComplEx.regularizer``."""
-        ends, rels, days, head = both_directions(facts)
-        dynamic, static = self.relation_parts(rels, days, head)
-        ends = gather_rows(self.entity, ends, sparse_grad) * 2 ** (1 / 3)
-        total = 2 * ops.n3([ends], kind=kind) + ops.n3([dynamic, static], kind=kind)
-        return total / (2 * facts.shape[0])
-
     def time_regularizer(self) -> torch.Tensor | None:
         """Lambda3 smoothness of the per-day table: ``Σ_τ |u(τ+1) − u(τ)|³ / (days − 1)``."""
         if self.day is None:
             return None
-        if self.day.shape[0] < 2:
-            return self.day.sum() * 0
-        return ops.n3([self.day[1:] - self.day[:-1]], kind="modulus3") / (self.day.shape[0] - 1)
+        return day_table_smoothness(self.day)

@@ -22,19 +22,15 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from rotmem import ops
-from rotmem.models.base import TemporalKGE, both_directions
-from rotmem.ops.table_grad import gather_rows
+from rotmem.models.two_part_complex import (
+    TwoPartComplEx,
+    complex_product,
+    day_table_smoothness,
+    read_day_table,
+)
 
 
-def complex_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Elementwise complex product of split-halves tensors ``[..., 2n]``."""
-    n = x.shape[-1] // 2
-    xr, xi, yr, yi = x[..., :n], x[..., n:], y[..., :n], y[..., n:]
-    return torch.cat([xr * yr - xi * yi, xr * yi + xi * yr], dim=-1)
-
-
-class TNTComplEx(TemporalKGE):
+class TNTComplEx(TwoPartComplEx):
     """TNTComplEx with ``dim = 2 · rank`` real coordinates per row (tkbc's rank 128 is ``dim=256``).
 
     Tables: ``entity [N, 2n]``, ``rel_time [2R, 2n]`` (the part ``T(τ)`` modulates),
@@ -85,12 +81,7 @@ class TNTComplEx(TemporalKGE):
     def time_embedding(self, tau: torch.Tensor) -> torch.Tensor:
         """``T(τ)`` for days ``tau [...]``: ``[..., 2n]``, interpolated between days, clamped to the
         table's range (module docstring)."""
-        position = (tau.double() - self.tau0).clamp(0, self.time.shape[0] - 1)
-        below = position.floor().long()
-        above = (below + 1).clamp(max=self.time.shape[0] - 1)
-        weight = (position - below).to(self.time.dtype).unsqueeze(-1)
-        low, high = self.time[below.reshape(-1)], self.time[above.reshape(-1)]
-        return (low + weight.reshape(-1, 1) * (high - low)).reshape(*tau.shape, -1)
+        return read_day_table(self.time, tau, self.tau0)
 
     def relation_parts(
         self, r: torch.Tensor, tau: torch.Tensor, head: torch.Tensor
@@ -99,41 +90,6 @@ class TNTComplEx(TemporalKGE):
         rows = r + head.long() * self.num_relations
         return complex_product(self.rel_time[rows], self.time_embedding(tau)), self.rel_static[rows]
 
-    def _query(
-        self, e: torch.Tensor, r: torch.Tensor, tau: torch.Tensor, head: torch.Tensor, sparse_grad: bool
-    ) -> torch.Tensor:
-        timed, static = self.relation_parts(r, tau, head)
-        return complex_product(gather_rows(self.entity, e, sparse_grad), timed + static)
-
-    def embedding_score(
-        self,
-        h: torch.Tensor,
-        r: torch.Tensor,
-        t: torch.Tensor,
-        tau: torch.Tensor,
-        sparse_grad: bool = False,
-    ) -> torch.Tensor:
-        """``f(h, r, t | τ)`` without the history: ``[B]`` for ``tau [B]``, ``[B, J]`` for ``[B, J]``."""
-        e_h, e_t = gather_rows(self.entity, h, sparse_grad), gather_rows(self.entity, t, sparse_grad)
-        if tau.dim() == r.dim() + 1:  # several times per fact
-            r, e_h, e_t = r.unsqueeze(-1).expand(tau.shape), e_h.unsqueeze(-2), e_t.unsqueeze(-2)
-        timed, static = self.relation_parts(r, tau, torch.zeros_like(r, dtype=torch.bool))
-        return (complex_product(e_h, timed + static) * e_t).sum(-1)
-
-    def regularizer(
-        self, facts: torch.Tensor, kind: str = "modulus3", sparse_grad: bool = False
-    ) -> torch.Tensor:
-        """tkbc's N3 over both directions' queries: ``Σ |2^⅓ e_h|³ + |r ⊙ T(τ)|³ + |r'|³ + |2^⅓ e_t|³``
-        (pair moduli for ``"modulus3"``), divided by the number of queries ``2B``."""
-        ends, rels, days, head = both_directions(facts)
-        timed, static = self.relation_parts(rels, days, head)
-        ends = gather_rows(self.entity, ends, sparse_grad) * 2 ** (1 / 3)
-        # each of these entity rows is one query's left side and the other query's right side
-        total = 2 * ops.n3([ends], kind=kind) + ops.n3([timed, static], kind=kind)
-        return total / (2 * facts.shape[0])
-
     def time_regularizer(self) -> torch.Tensor:
         """tkbc's Lambda3 smoothness: ``Σ_τ |T(τ+1) − T(τ)|³`` (pair moduli) over ``days − 1``."""
-        if self.time.shape[0] < 2:
-            return self.time.sum() * 0
-        return ops.n3([self.time[1:] - self.time[:-1]], kind="modulus3") / (self.time.shape[0] - 1)
+        return day_table_smoothness(self.time)
