@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rotmem.data.negatives import SlotDays, distinct_indices, negative_times
@@ -34,6 +34,7 @@ def draw(facts: torch.Tensor, seed: int, jitter_years: float = 0.02, num: int = 
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 8), st.integers(2, 7))
+@example(seed=189, days_per_slot=4, num=4)  # once drew a slot day clamped onto the far negative
 def test_never_tau_distinct_inside_the_range(seed, days_per_slot, num):
     facts = random_facts(seed, days_per_slot=days_per_slot)
     tau = facts[:, 3].double().unsqueeze(1)
@@ -44,6 +45,24 @@ def test_never_tau_distinct_inside_the_range(seed, days_per_slot, num):
         assert ((negatives >= RANGE[0]) & (negatives <= RANGE[1])).all()
         same = negatives.unsqueeze(2) == negatives.unsqueeze(1)
         assert same.sum((1, 2)).eq(num).all()  # only each entry with itself: distinct in every row
+
+
+def test_jitter_near_a_range_end_stays_distinct_and_inside():
+    """Slot days a few days from the range's start, the far negative on the start itself: a
+    jitter of 0.05 years (18 days) must not push two days, or a day and the far negative, onto it."""
+    start = RANGE[0]
+    days = [start + 1, start + 2, start + 3, start + 365]  # the last is every fact's own day τ
+    facts = torch.tensor([[0, 0, 1, d] for d in days for _ in range(50)])
+    facts = facts[facts[:, 3] == start + 365]
+    facts = torch.cat([facts, torch.tensor([[0, 0, 1, d] for d in days[:3]])])
+    at_start = 0
+    for seed in range(20):
+        negatives = draw(facts, seed, jitter_years=0.05)[:-3]  # the rows whose τ is start + 365
+        at_start += int((negatives[:, -1] == start).sum())  # far negative τ − 365: the first day
+        assert (negatives >= start).all()
+        same = negatives.unsqueeze(2) == negatives.unsqueeze(1)
+        assert same.sum((1, 2)).eq(negatives.shape[1]).all(), seed
+    assert at_start > 100  # the case in question (far on the first day) was drawn
 
 
 def test_near_negatives_come_from_the_slot_history_when_it_has_enough_days():

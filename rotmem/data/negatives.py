@@ -112,8 +112,9 @@ def negative_times(
 
     Columns ``0 .. J-2`` ("near"): distinct days of the fact's slot ``(h, r)`` other than its own
     day ``τ``, each moved by a uniform jitter of at most ``jitter_years`` that never brings it
-    closer than one day to ``τ`` nor across it. A slot with fewer than ``J-1`` other days (or whose
-    drawn day is the far negative's) fills the rest from the global pool: whole days of
+    closer than one day to ``τ``, across it, nor past an end of ``day_range``. A slot with fewer than
+    ``J-1`` other days (or whose drawn day is the far negative's or another column's) fills the rest
+    from the global pool: whole days of
     ``day_range`` (default: the facts' own range), drawn again until they differ from ``τ``, from
     the far negative and from the row's other draws. The last column is the forced far negative
     ``τ ± far_days``, on a side inside ``day_range`` where one is. Every value lies in ``day_range``.
@@ -145,11 +146,20 @@ def negative_times(
     index = index + ((own.unsqueeze(1) >= 0) & (index >= own.unsqueeze(1))).long()  # skip τ
     last = max(slots.days.numel() - 1, 0)
     history = slots.days[(offset.unsqueeze(1) + index).clamp(max=last)].double()
-    # a slot day that is the far negative itself goes to the global pool instead
-    in_slot = (torch.arange(near).unsqueeze(0) < others.unsqueeze(1)) & (history != far.unsqueeze(1))
-    reach = ((history - tau.unsqueeze(1)).abs() - 1).clamp(min=0, max=jitter_years * DAYS_PER_YEAR)
+    # the jitter keeps a day at least a day from τ and inside the range (clamping at an end could
+    # land two days, or a day and the far negative, on the same value)
+    to_end = torch.minimum(history - low, high - history)  # < 0: a slot day outside the range
+    reach = torch.minimum((history - tau.unsqueeze(1)).abs() - 1, to_end)
+    reach = reach.clamp(min=0, max=jitter_years * DAYS_PER_YEAR)
     jitter = (torch.rand(batch, near, generator=generator, dtype=torch.float64) * 2 - 1) * reach
-    history = (history + jitter).clamp(low, high)
+    history = history + jitter
+    # a slot day outside the range, equal to the far negative or to an earlier column's goes to the
+    # global pool instead
+    in_slot = (torch.arange(near).unsqueeze(0) < others.unsqueeze(1)) & (to_end >= 0)
+    in_slot &= history != far.unsqueeze(1)
+    earlier = torch.ones(near, near, dtype=torch.bool).tril(-1)  # [i, j]: column j before column i
+    equal = history.unsqueeze(2) == history.unsqueeze(1)
+    in_slot &= ~(equal & earlier & in_slot.unsqueeze(1)).any(2)
 
     chosen = torch.where(in_slot, history, torch.full_like(history, float("nan")))
     return torch.cat([_fill_from_global(chosen, tau, far, low, high, generator), far.unsqueeze(1)], dim=1)
