@@ -108,11 +108,10 @@ def symbolic(memory: TemporalMemory, named_first: bool = False) -> Ranker:
         if named_first:
             words = question.lower()
             named = {r.id for r in kept if r.subject.lower() in words or r.object.lower() in words}
-        tier = (lambda i: i not in named) if named_first else (lambda i: False)  # noqa: E731
-        if _FIRST.search(question):
-            ids.sort(key=lambda i: (tier(i), day.get(i, np.inf)))
+        if _FIRST.search(question):  # without named_first every fact is in the same (second) tier
+            ids.sort(key=lambda i: (i not in named, day.get(i, np.inf)))
         elif _LAST.search(question) or _CURRENT.search(question):
-            ids.sort(key=lambda i: (tier(i), -day.get(i, -np.inf)))
+            ids.sort(key=lambda i: (i not in named, -day.get(i, -np.inf)))
         return ids[:DEPTH]
 
     return rank

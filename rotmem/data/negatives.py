@@ -114,10 +114,10 @@ def negative_times(
     day ``τ``, each moved by a uniform jitter of at most ``jitter_years`` that never brings it
     closer than one day to ``τ``, across it, nor past an end of ``day_range``. A slot with fewer than
     ``J-1`` other days (or whose drawn day is the far negative's or another column's) fills the rest
-    from the global pool: whole days of
-    ``day_range`` (default: the facts' own range), drawn again until they differ from ``τ``, from
-    the far negative and from the row's other draws. The last column is the forced far negative
-    ``τ ± far_days``, on a side inside ``day_range`` where one is. Every value lies in ``day_range``.
+    from the global pool: whole days of ``day_range`` (default: the facts' own range), drawn again
+    until they differ from ``τ``, from the far negative and from the row's other draws. The last
+    column is the forced far negative ``τ ± far_days``, on a side inside ``day_range`` where one is.
+    Every value lies in ``day_range``.
     """
     h, r, _, day = facts.unbind(1)
     batch, near = facts.shape[0], num_negatives - 1
