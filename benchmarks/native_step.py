@@ -177,15 +177,15 @@ def main(argv: list[str] | None = None) -> int:
                     args.dtype,
                     torch.get_num_threads(),
                     args.rounds,
-                    f"{median:.1f}",
-                    f"{q25:.1f}",
-                    f"{q75:.1f}",
+                    f"{median:.4g}",  # significant figures: a tiny shape's floor is a few µs
+                    f"{q25:.4g}",
+                    f"{q75:.4g}",
                     f"{eager_ms / median:.2f}",
                     f"{losses[name]:.6f}",
                     command,
                 ]
             )
-            print(f"{name:>15}: {median:8.1f} ms  ({eager_ms / median:.2f}x eager)  loss {losses[name]:.6f}")
+            print(f"{name:>15}: {median:8.4g} ms  ({eager_ms / median:.2f}x eager)  loss {losses[name]:.6f}")
     print(f"wrote {args.out}  [{command}]  load average {os.getloadavg()[0]:.1f}")
     return 0
 
