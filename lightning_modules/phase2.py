@@ -38,7 +38,8 @@ class Phase2Module(pl.LightningModule):
     backbone, speed, init_scale, init_s, init_base``), ``rotmem.models.TNTComplEx`` (``dim`` = ``2 ·
     rank``, ``init_scale``; its per-day table spans the training days from ``tau0``) or
     ``rotmem.models.RoMemComplEx``. Every family takes the history term (``rotmem.models.history``:
-    ``history_windows``, ``pair_windows``, ``history_causal``, ``history_eval_splits``); its
+    ``history_windows``, ``pair_windows``, ``rule_windows``, ``history_causal``,
+    ``history_eval_splits``); its
     history is the training split, indexed at setup, and the facts of ``history_eval_splits``
     while it is evaluated (``rotmem.models.history.known_facts``). This module's own arguments are
     the training's: the loss and its weights, the optimiser, ``gate_path`` (the pretrained gate a

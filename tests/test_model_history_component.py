@@ -24,6 +24,8 @@ FACTS = torch.tensor(
         [0, 0, 2, 1001],
         [3, 1, 4, 1010],
         [5, 2, 6, 1029],
+        [0, 1, 1, 1000],  # the pair (0, 1) on the same day in another relation: its rule entry stays
+        [1, 2, 0, 1003],  # and in the other direction
     ]
 )
 
@@ -33,7 +35,7 @@ def as_complex(x: torch.Tensor) -> torch.Tensor:
     return torch.complex(x[..., :n], x[..., n:])
 
 
-def make(history=(1, 7), pairs=(2,), causal=False, seed=0) -> TNTComplEx:
+def make(history=(1, 7), pairs=(2,), causal=False, seed=0, rules=None) -> TNTComplEx:
     torch.manual_seed(seed)
     model = TNTComplEx(
         N,
@@ -44,12 +46,15 @@ def make(history=(1, 7), pairs=(2,), causal=False, seed=0) -> TNTComplEx:
         init_scale=0.5,
         history_windows=history,
         pair_windows=pairs if history else None,
+        rule_windows=rules if history else None,
         history_causal=causal,
         facts=FACTS if history else None,
     ).double()
     if model.history is not None:
         with torch.no_grad():
             model.history.weight.normal_()
+            if rules:
+                model.history.rule_weight.normal_()
     return model
 
 
@@ -63,33 +68,47 @@ def tnt_formula(model: TNTComplEx, h, r, t, day, head=False) -> torch.Tensor:
 
 
 def history_formula(model, e, rel, day, answer, exclude=None) -> torch.Tensor:
-    """``Σ_k softplus(v_{rel,k}) · log(1 + count_k)`` of each (query, answer), counted by hand from
+    """``Σ_k softplus(v_{rel,k}) · log(1 + count_k)`` of each (query, answer), plus with rule
+    windows ``Σ_{r',k} softplus(u_{rel,r',k}) · log(1 + count_{r',k})``, counted by hand from
     ``FACTS`` (both directions; ``exclude``: leave out one entry of the query's own fact)."""
     history = model.history
+    softplus = torch.nn.functional.softplus
     out = []
     for i in range(len(e)):
-        slot, pair = [], []
+        slot, pair = [], []  # gaps; pair entries with the relation they were filed under
         for h, r, t, d in FACTS.tolist():
             for known, relation, other in ((h, r, t), (t, r + R, h)):
                 gap = abs(d - int(day[i]))
                 if model.history.causal and d >= int(day[i]):
                     continue
                 if known == int(e[i]) and other == int(answer[i]):
-                    pair.append(gap)
+                    pair.append((gap, relation))
                     if relation == int(rel[i]):
                         slot.append(gap)
         if exclude is not None and exclude[i]:  # the fact itself: one entry of each kind at gap 0
             slot.remove(0)
-            pair.remove(0)
+            pair.remove((0, int(rel[i])))
         counts = [sum(g <= w for g in slot) for w in history.slot_windows.tolist()]
-        counts += [sum(g <= w for g in pair) for w in history.pair_windows.tolist()]
-        weight = torch.nn.functional.softplus(history.weight[int(rel[i])])
-        out.append((weight * torch.log1p(torch.tensor(counts, dtype=torch.float64))).sum())
+        counts += [sum(g <= w for g, _ in pair) for w in history.pair_windows.tolist()]
+        weight = softplus(history.weight[int(rel[i])])
+        total = (weight * torch.log1p(torch.tensor(counts, dtype=torch.float64))).sum()
+        if history.rule_weight is not None:
+            for known in {relation for _, relation in pair}:
+                rule = [sum(g <= w and k == known for g, k in pair) for w in history.rule_windows.tolist()]
+                weight = softplus(history.rule_weight[int(rel[i]), known])
+                total = total + (weight * torch.log1p(torch.tensor(rule, dtype=torch.float64))).sum()
+        out.append(total)
     return torch.stack(out)
 
 
-def test_tntcomplex_with_history_scores_the_formula_plus_the_counts():
-    model = make()
+# windows up to LISTED_REACH days list their entries, longer ones count per (query, answer): both
+# ways, with and without the rule counts
+WINDOWS = [((1, 7), (2,), None), ((1, 7, 100, 5000), (2, 90, 5000), None), ((1, 7), (2,), (0, 3, 30))]
+
+
+@pytest.mark.parametrize("slots,pairs,rules", WINDOWS)
+def test_tntcomplex_with_history_scores_the_formula_plus_the_counts(slots, pairs, rules):
+    model = make(slots, pairs, rules=rules)
     h, t = torch.randint(0, N, (30,)), torch.randint(0, N, (30,))
     r, day = torch.randint(0, R, (30,)), torch.randint(FIRST, FIRST + DAYS, (30,))
     h[:4], r[:4], t[:4], day[:4] = 0, 0, 1, torch.tensor([1001, 1003, 1019, 1025])  # history hits
@@ -105,8 +124,9 @@ def test_tntcomplex_with_history_scores_the_formula_plus_the_counts():
     torch.testing.assert_close(several[:, 0], expected[:4])
 
 
-def test_a_causal_history_on_tntcomplex_counts_only_earlier_days():
-    model = make(causal=True)
+@pytest.mark.parametrize("slots,pairs,rules", WINDOWS)
+def test_a_causal_history_on_tntcomplex_counts_only_earlier_days(slots, pairs, rules):
+    model = make(slots, pairs, causal=True, rules=rules)
     h, r, t, day = (
         torch.tensor([0, 0]),
         torch.tensor([0, 0]),
@@ -119,8 +139,9 @@ def test_a_causal_history_on_tntcomplex_counts_only_earlier_days():
     torch.testing.assert_close(model.score(h, r, t, day), tnt_formula(model, h, r, t, day) + bias)
 
 
-def test_the_loss_leaves_exactly_each_fact_out_of_its_own_counts():
-    model = make()
+@pytest.mark.parametrize("slots,pairs,rules", WINDOWS)
+def test_the_loss_leaves_exactly_each_fact_out_of_its_own_counts(slots, pairs, rules):
+    model = make(slots, pairs, rules=rules)
     loss = one_vs_all_loss(model, FACTS)
     h, r, t, day = FACTS.unbind(1)
     everyone = torch.arange(N)
@@ -178,6 +199,7 @@ def test_phase2_trains_tntcomplex_with_history_and_the_checkpoint_reloads_it(tmp
         init_scale=0.1,
         history_windows=[1, 30],
         pair_windows=[7],
+        rule_windows=[3, 30],
     )
     module = Phase2Module(
         family,
@@ -198,8 +220,47 @@ def test_phase2_trains_tntcomplex_with_history_and_the_checkpoint_reloads_it(tmp
     fit.fit(module, datamodule=data)
     assert module.model.history.slot_codes.numel() == 2 * kg.train.shape[0]
     assert not torch.equal(module.model.history.weight, torch.full_like(module.model.history.weight, -3.0))
+    rules = module.model.history.rule_weight
+    assert module.model.history.pair_relations.numel() == 2 * kg.train.shape[0]
+    assert not torch.equal(rules, torch.full_like(rules, -4.0))
     loaded = load_model(fit.checkpoint_callback.best_model_path)
     assert isinstance(loaded, TNTComplEx) and loaded.config["tau0"] == data.tau0
+    assert loaded.config["rule_windows"] == [3, 30]
     h, r, _, day = kg.test[:40].unbind(1)
     expected = module.model.eval().score_tails(h, r, day.double())
     torch.testing.assert_close(loaded.score_tails(h, r, day.double()), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_listing_entries_and_counting_per_answer_give_the_same_features(monkeypatch, causal):
+    """The two ways ``FactHistory.features`` counts (listing every entry within reach; one search per
+    (query, answer) for long windows) agree exactly, own-fact exclusion included, on a random graph
+    with repeats, same-day duplicates and days outside the range."""
+    import rotmem.models.history as history_module
+
+    g = torch.Generator().manual_seed(7)
+    n, r, m = 25, 4, 3000
+    facts = torch.stack(
+        [
+            torch.randint(0, n, (m,), generator=g),
+            torch.randint(0, r, (m,), generator=g),
+            torch.randint(0, n, (m,), generator=g),
+            torch.randint(2000, 2400, (m,), generator=g),
+        ],
+        1,
+    )
+    facts = torch.cat([facts, facts[:50]])  # the same fact twice on its day: one of the two is left out
+    history = history_module.FactHistory(n, r, (0, 3, 45, 120, 900), (1, 61, 400), facts, causal=causal)
+    asked = torch.cat([facts[:200], torch.tensor([[1, 1, 2, 1500], [3, 2, 4, 9000]])])
+    e = torch.cat([asked[:, 0], asked[:, 2]])
+    rel = torch.cat([asked[:, 1], asked[:, 1] + r])
+    tau = torch.cat([asked[:, 3], asked[:, 3]]).double() + 0.5
+    exclude = torch.cat([asked[:, 2], asked[:, 0]])
+    for own in (None, exclude):
+        monkeypatch.setattr(history_module, "LISTED_REACH", 10**6)
+        listed = history.features(e, rel, tau, own)
+        monkeypatch.setattr(history_module, "LISTED_REACH", 0)
+        searched = history.features(e, rel, tau, own)
+        assert listed[0].numel() > 1000  # many (query, answer) rows, so the comparison says something
+        for a, b in zip(listed, searched, strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)

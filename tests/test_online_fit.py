@@ -98,3 +98,16 @@ def test_fit_with_history_term(family: str) -> None:
     assert model.history is not None and math.isfinite(loss)
     assert model.config["history_windows"] == [30, 90] and model.config["pair_windows"] is None
     assert city_hits(model, kg) >= 0.95
+
+
+def test_fit_with_rule_counts_only() -> None:
+    # the rule counts alone (no slot or pair windows) make a history of their own and train
+    kg = moving_kg()
+    config = FitConfig(family="tntcomplex", dim=4, epochs=5, lr=0.2, batch_size=32, rule_windows=(0, 30))
+    model, loss = fit_model(kg, config)
+    assert math.isfinite(loss) and model.config["rule_windows"] == [0, 30]
+    assert (
+        model.history.weight.shape[1] == 0 and model.history.pair_relations.numel() == 2 * kg.train.shape[0]
+    )
+    rules = model.history.rule_weight
+    assert not torch.equal(rules, torch.full_like(rules, -4.0))  # the fit moved the rules' weights

@@ -10,10 +10,10 @@ speeds stay frozen (alpha = 1, or a per-relation table: the "gate" speed source)
 in place of RoMem's functional time; ``dim = 2·rank``): the paper's discrete-time ablation. Its
 per-day table is kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``).
 
-``history_windows`` / ``pair_windows`` give either family the history term of the accuracy work
-(``rotmem.models.history``: counts of the memory's own facts near the asked day, for the same triple
-and for the entity pair, with a learned weight per relation and window; each training fact leaves
-itself out of its counts), built over the facts being fitted.
+``history_windows`` / ``pair_windows`` / ``rule_windows`` give either family the history term of the
+accuracy work (``rotmem.models.history``: counts of the memory's own facts near the asked day, for
+the same triple, for the entity pair, and for the pair per relation, with learned weights; each
+training fact leaves itself out of its counts), built over the facts being fitted.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ class FitConfig:
     A memory holds a few years of facts, so the default rotation is slow (``init_s = 0.001``
     rad/day: the fastest component turns once in about 17 years) and the model small.
     ``threads``: torch CPU threads during the fit (restored afterwards; None keeps torch's).
-    ``history_windows`` / ``pair_windows``: the history term's windows in days (module docs; empty:
-    no history), e.g. ``(1, 3, 7, 30, 90, 365)`` and ``(1, 3, 7, 30)`` as in
-    ``icews05-15-tntcomplex-history``.
+    ``history_windows`` / ``pair_windows`` / ``rule_windows``: the history term's windows in days
+    (module docs; empty: no history), e.g. ``(1, 3, 7, 30, 90, 365)``, ``(1, 3, 7, 30)`` and
+    ``(0, 1, 3, 7, 30)`` as in ``icews05-15-tntcomplex-rules``.
     ``extra``: more constructor arguments of the model.
     """
 
@@ -63,6 +63,7 @@ class FitConfig:
     threads: int | None = None
     history_windows: tuple[int, ...] = ()
     pair_windows: tuple[int, ...] = ()
+    rule_windows: tuple[int, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -71,10 +72,11 @@ def build(kg: TemporalKG, config: FitConfig, alpha: torch.Tensor | None) -> Temp
     days = kg.train[:, 3]
     tau0 = int(days.min())
     history: dict[str, Any] = {}
-    if config.history_windows or config.pair_windows:
+    if config.history_windows or config.pair_windows or config.rule_windows:
         history = dict(
             history_windows=list(config.history_windows) or None,
             pair_windows=list(config.pair_windows) or None,
+            rule_windows=list(config.rule_windows) or None,
             facts=kg.train,
         )
     if config.family == "tntcomplex":

@@ -6,9 +6,10 @@ likewise ``q_head`` for ``(?, r, t, tau)``. So the fused 1-vs-all cross-entropy,
 the inner-product index serve every family through the raw ``entity [N, 2n]`` table.
 
 Any family may add a history term (``rotmem.models.history``: counts of the known facts near the
-asked day, ``history_windows``, ``pair_windows``, ``history_causal``, ``history_eval_splits``): a
-sparse bias on top of the embedding score, ``f = <q, e> + H(h, r, t, τ)``, which this class adds in
-``score``, ``score_tails`` and ``score_heads`` and the 1-vs-all loss reads from ``history_bias``.
+asked day, ``history_windows``, ``pair_windows``, ``rule_windows``, ``history_causal``,
+``history_eval_splits``): a sparse bias on top of the embedding score, ``f = <q, e> + H(h, r, t, τ)``,
+which this class adds in ``score``, ``score_tails`` and ``score_heads`` and the 1-vs-all loss reads
+from ``history_bias``.
 A family's own score is ``embedding_score``.
 """
 
@@ -68,20 +69,25 @@ class TemporalKGE(nn.Module):
         history_causal: bool,
         history_eval_splits: Sequence[str],
         facts: torch.Tensor | None,
+        rule_windows: Sequence[int] | None = None,
     ) -> None:
-        """The history term (``rotmem.models.history.FactHistory``) when ``history_windows`` or
-        ``pair_windows`` is set (indexing ``facts``, the training split, when given: else at
-        training setup, or from a checkpoint); its arguments go into ``config``. Call after
-        ``config`` is set."""
+        """The history term (``rotmem.models.history.FactHistory``) when any of its windows is set
+        (``history_windows`` the slot windows, ``pair_windows``, ``rule_windows``), indexing
+        ``facts``, the training split, when given: else at training setup, or from a checkpoint;
+        its arguments go into ``config`` (``rule_windows`` only when set). Call after ``config``
+        is set."""
         windows = list(history_windows) if history_windows else None
         pairs = list(pair_windows) if pair_windows else None
+        rules = list(rule_windows) if rule_windows else None
         self.config.update(
             history_windows=windows,
             pair_windows=pairs,
             history_causal=bool(history_causal),
             history_eval_splits=list(history_eval_splits),
         )
-        if windows or pairs:
+        if rules:  # only when set: a config without rules reads as before they existed
+            self.config["rule_windows"] = rules
+        if windows or pairs or rules:
             self.history = FactHistory(
                 self.num_entities,
                 self.num_relations,
@@ -90,10 +96,12 @@ class TemporalKGE(nn.Module):
                 facts,
                 history_causal,
                 history_eval_splits,
+                rule_windows=rules,
             )
         elif history_causal or tuple(history_eval_splits) != ("train",):
             raise ValueError(
-                "history_causal and history_eval_splits need a history: set history_windows or pair_windows"
+                "history_causal and history_eval_splits need a history: set history_windows, pair_windows "
+                "or rule_windows"
             )
 
     @property

@@ -1,17 +1,22 @@
 """A model's memory of its training facts: what happened near the asked day.
 
-For a query ``(e, r, ?, τ)`` and a candidate answer ``a``, two kinds of counts, each within several
-windows of ``w`` days around ``τ``:
+For a query ``(e, r, ?, τ)`` and a candidate answer ``a``, three kinds of counts, each within
+several windows of ``w`` days around ``τ``:
 
 - *slot* counts: training facts ``(e, r, a, τ')`` with ``|τ − τ'| <= w`` (the same triple recurring);
 - *pair* counts: training facts between ``e`` and ``a`` in any relation and either direction
-  (the two entities interacting at the time, e.g. a visit that comes with statements and meetings).
+  (the two entities interacting at the time, e.g. a visit that comes with statements and meetings);
+- *rule* counts: the pair counts split by the relation ``r'`` of each fact between ``e`` and ``a``,
+  so that each ``r' ⇒ r`` (a one-hop rule: "expressed intent to meet" the week before a "visit")
+  has a say of its own.
 
-The score adds ``Σ softplus(v_{r,k}) · log(1 + count_k)`` over the windows ``k`` of both kinds, a
+The score adds ``Σ softplus(v_{r,k}) · log(1 + count_k)`` over the slot and pair windows ``k``, a
 learned non-negative weight per relation and window, so a relation whose facts recur or come in
-bursts can lean on them and one whose facts do not can ignore them. Candidates with no count get
-nothing: the term is sparse. It is a function of the real-valued ``τ``: any day can be scored, and a
-day past the training range sees only the facts before it (temporal extrapolation).
+bursts can lean on them and one whose facts do not can ignore them; and ``Σ softplus(u_{r,r',k}) ·
+log(1 + count_{r',k})`` over the rule windows, a weight per relation pair and window. Candidates
+with no count get nothing: the term is sparse. It is a function of the real-valued ``τ``: any day
+can be scored, and a day past the training range sees only the facts before it (temporal
+extrapolation).
 
 While training, the fact being learned is left out of its own counts (it is not there at test
 time). Head queries use the reciprocal relation ``R + r``, as the model families do.
@@ -36,23 +41,31 @@ import torch.nn.functional as F
 from torch import nn
 
 DAY_BITS = 20  # a key's days are packed below 2**20 in one int64 code (any range up to 1,400 years)
-BUFFERS = ("slot_codes", "slot_answers", "slot_days", "pair_codes", "pair_answers", "pair_days")
+KINDS = ("slot", "pair")
+PARTS = ("codes", "answers", "days")
+BUFFERS = tuple(f"{kind}_{part}" for kind in KINDS for part in PARTS)
+# windows up to this many days list their entries; longer ones search once per (query, answer)
+LISTED_REACH = 60
+MAX_RULE_WINDOW = 365  # rule windows always list their entries
 SPLITS = ("train", "valid", "test")
 
 
-def _windows(values: Sequence[int] | None, name: str) -> list[int]:
+def _windows(values: Sequence[int] | None, name: str, widest: int | None = None) -> list[int]:
     values = sorted(int(v) for v in (values or ()))
     if values and values[0] < 0:
         raise ValueError(f"{name} must be non-negative days, got {values}")
+    if values and widest is not None and values[-1] > widest:
+        raise ValueError(f"{name} must be at most {widest} days, got {values[-1]}")
     return values
 
 
 class FactHistory(nn.Module):
     """The training facts of a graph, indexed for ``features``, plus the learned window weights.
 
-    ``facts [M, 4]`` int64 ``(h, r, t, day)``; ``slot_windows`` and ``pair_windows`` in days (e.g.
-    ``(1, 3, 7, 30, 90, 365)`` and ``(1, 3, 7, 30)``). Buffers (saved with the model): for each
-    kind, entries sorted by ``(key, day)`` with their answers and days. ``causal`` and
+    ``facts [M, 4]`` int64 ``(h, r, t, day)``; ``slot_windows``, ``pair_windows`` and
+    ``rule_windows`` in days (e.g. ``(1, 3, 7, 30, 90, 365)``, ``(1, 3, 7, 30)`` and ``(1, 7, 30)``).
+    Buffers (saved with the model): for each kind, entries sorted by ``(key, day)`` with their
+    answers and days, and with rule windows each pair entry's relation. ``causal`` and
     ``eval_splits``: module docstring.
     """
 
@@ -65,10 +78,12 @@ class FactHistory(nn.Module):
         facts: torch.Tensor | None = None,
         causal: bool = False,
         eval_splits: Sequence[str] = ("train",),
+        rule_windows: Sequence[int] | None = None,
     ):
         super().__init__()
         slot, pair = _windows(slot_windows, "slot_windows"), _windows(pair_windows, "pair_windows")
-        if not slot and not pair:
+        rules = _windows(rule_windows, "rule_windows", MAX_RULE_WINDOW)
+        if not slot and not pair and not rules:
             raise ValueError("a history needs at least one window")
         self.causal, self.eval_splits = bool(causal), tuple(eval_splits)
         unknown = [name for name in self.eval_splits if name not in SPLITS]
@@ -88,7 +103,15 @@ class FactHistory(nn.Module):
         self.weight = nn.Parameter(torch.full((2 * num_relations, len(slot) + len(pair)), -3.0))
         for name in BUFFERS:
             self.register_buffer(name, torch.zeros(0, dtype=torch.int64))
+        self.rule_weight: nn.Parameter | None = None
+        if rules:  # registered only when asked: a checkpoint without rules loads as before
+            self.register_buffer("rule_windows", torch.tensor(rules, dtype=torch.int64))
+            self.register_buffer("pair_relations", torch.zeros(0, dtype=torch.int64))
+            # softplus(-4) = 0.018: each of the (2R)² relation pairs starts with less say than a window
+            relations = 2 * num_relations
+            self.rule_weight = nn.Parameter(torch.full((relations, relations, len(rules)), -4.0))
         self.first_day = 0
+        self._group_cache: dict[str, tuple] = {}  # what _groups built, and from which index
         if facts is not None:
             self.index(facts)
 
@@ -99,10 +122,15 @@ class FactHistory(nn.Module):
         self.first_day = int(state["first_day"])
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        for name in BUFFERS:  # their sizes come from the data
+        for name in self.index_buffers:  # their sizes come from the data
             if prefix + name in state_dict:
                 setattr(self, name, torch.empty_like(state_dict[prefix + name]))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    @property
+    def index_buffers(self) -> list[str]:
+        """The names of the buffers ``index`` fills."""
+        return [*BUFFERS, "pair_relations"] if self.rule_weight is not None else list(BUFFERS)
 
     @property
     def is_empty(self) -> bool:
@@ -118,12 +146,6 @@ class FactHistory(nn.Module):
         reach = 1 << (DAY_BITS - 1)
         return (key << DAY_BITS) + (day - self.first_day).clamp(-reach, reach)
 
-    def _sorted(self, key: torch.Tensor, answers: torch.Tensor, days: torch.Tensor):
-        code = self.code(key, days)
-        order = torch.argsort(code, stable=True)
-        device = self.slot_windows.device
-        return code[order].to(device), answers[order].to(device), days[order].to(device)
-
     def index(self, facts: torch.Tensor) -> None:
         """Index ``facts [M, 4]`` (both directions) as the history."""
         facts = facts.long().cpu()
@@ -131,15 +153,31 @@ class FactHistory(nn.Module):
         self.first_day = int(day.min()) if facts.shape[0] else 0
         if facts.shape[0] and int(day.max()) - self.first_day >= 1 << (DAY_BITS - 1):
             raise ValueError("the facts span more days than the history can index")
-        answers, days = torch.cat([t, h]), torch.cat([day, day])
-        slots = torch.cat([self.slot_key(h, r), self.slot_key(t, r + self.num_relations)])
-        self.slot_codes, self.slot_answers, self.slot_days = self._sorted(slots, answers, days)
-        self.pair_codes, self.pair_answers, self.pair_days = self._sorted(torch.cat([h, t]), answers, days)
+        # each fact twice: asked from h (answer t, relation r) and from t (answer h, relation R + r)
+        asked, answers, days = torch.cat([h, t]), torch.cat([t, h]), torch.cat([day, day])
+        relations = torch.cat([r, r + self.num_relations])
+        device = self.weight.device
+        for kind, key in (("slot", self.slot_key(asked, relations)), ("pair", asked)):
+            code = self.code(key, days)
+            order = torch.argsort(code, stable=True)
+            for part, value in zip(PARTS, (code, answers, days), strict=True):
+                setattr(self, f"{kind}_{part}", value[order].to(device))
+            if kind == "pair" and self.rule_weight is not None:
+                self.pair_relations = relations[order].to(device)
 
-    def _entries(self, kind: str, key: torch.Tensor, day: torch.Tensor, reach: int, exclude):
-        """``(rows, answers, gaps)`` of every ``kind`` entry within ``reach`` days of each query's
-        day, without the query's own fact (one entry of ``exclude`` at gap 0) when given."""
-        codes, answers, days = (getattr(self, f"{kind}_{part}") for part in ("codes", "answers", "days"))
+    def _entries(
+        self,
+        kind: str,
+        key: torch.Tensor,
+        day: torch.Tensor,
+        reach: int,
+        exclude: torch.Tensor | None,
+        exclude_relation: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(rows, entries, gaps)``: every ``kind`` entry (its position in the index) within
+        ``reach`` days of each query's day, without the query's own fact: one entry of answer
+        ``exclude`` at gap 0, and of relation ``exclude_relation`` when given (pair entries)."""
+        codes, days = getattr(self, f"{kind}_codes"), getattr(self, f"{kind}_days")
         low = torch.searchsorted(codes, self.code(key, day - reach))
         last = day - 1 if self.causal else day + reach
         high = torch.searchsorted(codes, self.code(key, last), right=True)
@@ -147,56 +185,142 @@ class FactHistory(nn.Module):
         rows = torch.repeat_interleave(torch.arange(key.numel(), device=key.device), count)
         entry = torch.repeat_interleave(low - (torch.cumsum(count, 0) - count), count)
         entry = entry + torch.arange(rows.numel(), device=key.device)
-        answers, gaps = answers[entry], (days[entry] - day[rows]).abs()
+        gaps = (days[entry] - day[rows]).abs()
         if exclude is not None:
-            own = ((gaps == 0) & (answers == exclude[rows])).nonzero().squeeze(1)
+            own = (gaps == 0) & (getattr(self, f"{kind}_answers")[entry] == exclude[rows])
+            if exclude_relation is not None:
+                own &= self.pair_relations[entry] == exclude_relation[rows]
+            own = own.nonzero().squeeze(1)
             # entries are sorted by row: the first of each row's own entries is the fact itself
             first = torch.ones_like(own, dtype=torch.bool)
             first[1:] = rows[own[1:]] != rows[own[:-1]]
             keep = torch.ones_like(rows, dtype=torch.bool)
             keep[own[first]] = False
-            rows, answers, gaps = rows[keep], answers[keep], gaps[keep]
-        return rows, answers, gaps
+            rows, entry, gaps = rows[keep], entry[keep], gaps[keep]
+        return rows, entry, gaps
+
+    def _groups(self, kind: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``kind``'s entries grouped by ``(key, answer)``: ``(group_keys [G], group_answers [G],
+        day_codes [M])``, groups sorted by key then answer and each group's days packed as
+        ``(group, day)`` codes in order. Derived from the saved buffers, built on first use."""
+        codes = getattr(self, f"{kind}_codes")
+        cached = self._group_cache.get(kind)
+        if cached is not None and cached[0] is codes and cached[1] == codes._version:
+            return cached[2]
+        answers, days = getattr(self, f"{kind}_answers"), getattr(self, f"{kind}_days")
+        pair = (codes >> DAY_BITS) * self.num_entities + answers
+        order = torch.argsort(pair, stable=True)  # entries come in day order within a key: kept
+        pair, days = pair[order], days[order]
+        group_pairs, group = torch.unique_consecutive(pair, return_inverse=True)
+        groups = (group_pairs // self.num_entities, group_pairs % self.num_entities, self.code(group, days))
+        self._group_cache[kind] = (codes, codes._version, groups)
+        return groups
+
+    def _group_counts(
+        self,
+        kind: str,
+        key: torch.Tensor,
+        day: torch.Tensor,
+        windows: list[int],
+        exclude: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(rows, answers, counts [P, len(windows)])``: every answer ``key`` ever had, with its
+        count of entries within each of ``windows`` days of the query's day (the query's own fact
+        left out as in ``_entries``); answers with no count in any window are dropped. For long
+        windows, where listing the entries costs more than one search per (query, answer)."""
+        group_keys, group_answers, day_codes = self._groups(kind)
+        low = torch.searchsorted(group_keys, key)
+        count = torch.searchsorted(group_keys, key, right=True) - low
+        rows = torch.repeat_interleave(torch.arange(key.numel(), device=key.device), count)
+        group = torch.repeat_interleave(low - (torch.cumsum(count, 0) - count), count)
+        group = group + torch.arange(rows.numel(), device=key.device)
+        asked = day[rows]
+        counts = []
+        for reach in windows:
+            last = asked - 1 if self.causal else asked + reach
+            high = torch.searchsorted(day_codes, self.code(group, last), right=True)
+            counts.append(high - torch.searchsorted(day_codes, self.code(group, asked - reach)))
+        counts = torch.stack(counts, 1)
+        answers = group_answers[group]
+        if exclude is not None and not self.causal:  # the own fact, at gap 0, is inside every window
+            own = (answers == exclude[rows]).nonzero().squeeze(1)
+            at_day = self.code(group[own], asked[own])
+            on_day = torch.searchsorted(day_codes, at_day, right=True) > torch.searchsorted(day_codes, at_day)
+            counts[own[on_day]] -= 1
+        keep = counts.any(1)
+        return rows[keep], answers[keep], counts[keep]
 
     def features(
         self, e: torch.Tensor, rel: torch.Tensor, tau: torch.Tensor, exclude: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(rows [P], answers [P], features [P, W])`` for queries ``(e, rel, ?, tau)`` (``tau`` float
-        days, floored): one row per (query, answer) with a count in some window, ``log(1 + count)``
-        per window (slot windows, then pair windows). ``exclude [Q]``: the query's own answer at its
-        own day is one training fact, left out of its counts. A ``causal`` history counts only the
-        days before ``tau``."""
+        days, floored): one row per (query, answer) with a count in some slot or pair window,
+        ``log(1 + count)`` per window (slot windows, then pair windows). ``exclude [Q]``: the
+        query's own answer at its own day is one training fact, left out of its counts. A
+        ``causal`` history counts only the days before ``tau``."""
         day = tau.floor().long()
-        parts = []
-        for kind, key, windows in (
-            ("slot", self.slot_key(e, rel), self.slot_windows),
-            ("pair", e, self.pair_windows),
-        ):
-            if windows.numel():
-                rows, answers, gaps = self._entries(kind, key, day, int(windows[-1]), exclude)
-                parts.append((rows, answers, (gaps.unsqueeze(1) <= windows).to(torch.float32)))
         width = self.slot_windows.numel() + self.pair_windows.numel()
-        columns, offset = [], 0
-        for rows, answers, inside in parts:  # place each kind's windows in its own columns
-            wide = inside.new_zeros(inside.shape[0], width)
-            wide[:, offset : offset + inside.shape[1]] = inside
-            columns.append((rows, answers, wide))
-            offset += inside.shape[1]
-        rows = torch.cat([c[0] for c in columns])
-        answers = torch.cat([c[1] for c in columns])
-        inside = torch.cat([c[2] for c in columns])
-        pair, which = torch.unique(rows * self.num_entities + answers, return_inverse=True)
-        counts = inside.new_zeros(pair.numel(), width).index_add_(0, which, inside)
-        return pair // self.num_entities, pair % self.num_entities, torch.log1p(counts)
+        rows, answers, counts, column = [], [], [], 0
+        for kind, key in (("slot", self.slot_key(e, rel)), ("pair", e)):
+            windows = getattr(self, f"{kind}_windows").tolist()
+            listed = [w for w in windows if w <= LISTED_REACH]  # sorted: the longer ones come last
+            if listed:  # list the entries within reach, each inside the windows it falls in
+                row, entry, gaps = self._entries(kind, key, day, listed[-1], exclude)
+                inside = (gaps.unsqueeze(1) <= torch.tensor(listed, device=gaps.device)).to(torch.float32)
+                rows.append(row)
+                answers.append(getattr(self, f"{kind}_answers")[entry])
+                counts.append(F.pad(inside, (column, width - column - len(listed))))
+            if len(listed) < len(windows):  # the longer ones: one search per (query, answer, window)
+                row, answer, found = self._group_counts(kind, key, day, windows[len(listed) :], exclude)
+                start = column + len(listed)
+                rows.append(row)
+                answers.append(answer)
+                counts.append(F.pad(found.to(torch.float32), (start, width - start - found.shape[1])))
+            column += len(windows)
+        keys = torch.cat(rows) * self.num_entities + torch.cat(answers)
+        pair, which = torch.unique(keys, return_inverse=True)
+        summed = torch.zeros(pair.numel(), width, device=day.device).index_add_(0, which, torch.cat(counts))
+        return pair // self.num_entities, pair % self.num_entities, torch.log1p(summed)
+
+    def rule_bias(
+        self, e: torch.Tensor, rel: torch.Tensor, tau: torch.Tensor, exclude: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(rows [P], answers [P], bias [P] >= 0)`` of the rule counts: for each (query, answer)
+        with facts ``(e, r', answer)`` near ``tau``, ``Σ_{r', k} softplus(u_{rel, r', k}) · log(1 +
+        count_{r', k})`` over the rule windows ``k``. ``exclude``: as in ``features``; the own fact
+        is the entry of the query's answer and relation at gap 0."""
+        windows = self.rule_windows
+        rows, entry, gaps = self._entries("pair", e, tau.floor().long(), int(windows[-1]), exclude, rel)
+        answers, known = self.pair_answers[entry], self.pair_relations[entry]
+        relations = 2 * self.num_relations
+        keys = (rows * self.num_entities + answers) * relations + known
+        triple, which = torch.unique(keys, return_inverse=True)
+        inside = (gaps.unsqueeze(1) <= windows).to(torch.float32)
+        counts = torch.zeros(triple.numel(), windows.numel(), device=e.device).index_add_(0, which, inside)
+        pair, known = triple // relations, triple % relations
+        weight = F.softplus(self.rule_weight[rel[pair // self.num_entities], known])
+        return pair // self.num_entities, pair % self.num_entities, (torch.log1p(counts) * weight).sum(1)
 
     def bias(
         self, e: torch.Tensor, rel: torch.Tensor, tau: torch.Tensor, exclude: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(rows [P], answers [P], bias [P] > 0)``: the history's score for each (query, answer)
-        it has counts for (``features``); every other candidate gets 0."""
-        rows, answers, features = self.features(e, rel, tau, exclude)
-        weight = F.softplus(self.weight).index_select(0, rel[rows])
-        return rows, answers, (features.to(weight.dtype) * weight).sum(1)
+        """``(rows [P], answers [P], bias [P] >= 0)``: the history's score for each (query, answer)
+        it has counts for (``features``, plus ``rule_bias`` with rule windows), distinct pairs;
+        every other candidate gets 0."""
+        parts = []
+        if self.weight.shape[1]:
+            rows, answers, features = self.features(e, rel, tau, exclude)
+            weight = F.softplus(self.weight).index_select(0, rel[rows])
+            parts.append((rows, answers, (features.to(weight.dtype) * weight).sum(1)))
+        if self.rule_weight is not None:
+            parts.append(self.rule_bias(e, rel, tau, exclude))
+        if len(parts) == 1:
+            return parts[0]
+        keys = torch.cat([rows * self.num_entities + answers for rows, answers, _ in parts])
+        pair, which = torch.unique(keys, return_inverse=True)
+        values = torch.cat([value for _, _, value in parts])
+        summed = values.new_zeros(pair.numel()).index_add_(0, which, values)
+        return pair // self.num_entities, pair % self.num_entities, summed
 
 
 @contextmanager
@@ -208,7 +332,7 @@ def known_facts(model, kg) -> Iterator[None]:
     if history is None or history.eval_splits == ("train",):
         yield
         return
-    saved = {name: getattr(history, name) for name in BUFFERS}
+    saved = {name: getattr(history, name) for name in history.index_buffers}
     first_day = history.first_day
     history.index(torch.cat([kg.split(name) for name in history.eval_splits]))
     try:

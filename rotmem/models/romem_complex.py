@@ -20,9 +20,10 @@ with reciprocal relations for head queries (as tkbc does):
   the range, the nearest end (as ``TNTComplEx.time_embedding``), kept smooth by
   ``time_regularizer``; with it the dynamic part can do what TNTComplEx's per-day table does, and
   past the range the rotation still turns;
-- ``H`` (``history_windows``, ``pair_windows``): an optional term from the training facts
-  themselves (``rotmem.models.history``): how often ``(h, r, t)`` happened, and how often ``h`` and
-  ``t`` interacted in any relation, within each window of ``τ``; ``history_causal`` and
+- ``H`` (``history_windows``, ``pair_windows``, ``rule_windows``): an optional term from the
+  training facts themselves (``rotmem.models.history``): how often ``(h, r, t)`` happened, and how
+  often ``h`` and ``t`` interacted in any relation (and in each relation), within each window of
+  ``τ``; ``history_causal`` and
   ``history_eval_splits`` make it count only earlier days and know later splits' facts at
   evaluation (temporal extrapolation).
 
@@ -53,7 +54,8 @@ class RoMemComplEx(TwoPartComplEx):
 
     Tables: ``entity [N, 2n]``, ``rel_static``, ``rel_dynamic [2R, 2n]``, optional ``day [days, 2n]``;
     all normal init times ``init_scale``. ``facts`` (the training split) fills the history when
-    ``history_windows`` or ``pair_windows`` is set; a loaded model restores it from its checkpoint.
+    any of ``history_windows``, ``pair_windows``, ``rule_windows`` is set; a loaded model restores
+    it from its checkpoint.
     """
 
     family = "romem-complex"
@@ -72,6 +74,7 @@ class RoMemComplEx(TwoPartComplEx):
         day_table: bool = False,
         history_windows: Sequence[int] | None = None,
         pair_windows: Sequence[int] | None = None,
+        rule_windows: Sequence[int] | None = None,
         history_causal: bool = False,
         history_eval_splits: Sequence[str] = ("train",),
         hold_rotation: bool = False,
@@ -104,7 +107,14 @@ class RoMemComplEx(TwoPartComplEx):
         self.day = table(num_days) if day_table else None
         self.spectrum = TemporalSpectrum(self.n, tau0=tau0, init_s=init_s, init_base=init_base)
         self.speed = RelationSpeed(num_relations, source=speed)
-        self.add_history(history_windows, pair_windows, history_causal, history_eval_splits, facts)
+        self.add_history(
+            history_windows,
+            pair_windows,
+            history_causal,
+            history_eval_splits,
+            facts,
+            rule_windows=rule_windows,
+        )
 
     @property
     def tau0(self) -> float:

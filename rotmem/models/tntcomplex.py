@@ -11,7 +11,7 @@ or after the range reads the range's first or last day (tkbc has no rule: it onl
 has a row for). Days inside the range that no training fact has keep rows that only the
 smoothness penalty (``time_regularizer``) moves, towards their neighbours.
 
-``history_windows`` / ``pair_windows`` add the history term every family can take
+``history_windows`` / ``pair_windows`` / ``rule_windows`` add the history term every family can take
 (``rotmem.models.history``; ``TemporalKGE.add_history``): ``f + H(h, r, t, τ)``.
 """
 
@@ -35,8 +35,8 @@ class TNTComplEx(TwoPartComplEx):
 
     Tables: ``entity [N, 2n]``, ``rel_time [2R, 2n]`` (the part ``T(τ)`` modulates),
     ``rel_static [2R, 2n]``, ``time [days, 2n]``; normal init times ``init_scale`` (tkbc: 1e-2).
-    ``facts`` (the training split) fills the history when ``history_windows`` or ``pair_windows``
-    is set; a loaded model restores it from its checkpoint.
+    ``facts`` (the training split) fills the history when any of ``history_windows``,
+    ``pair_windows``, ``rule_windows`` is set; a loaded model restores it from its checkpoint.
     """
 
     family = "tntcomplex"
@@ -51,6 +51,7 @@ class TNTComplEx(TwoPartComplEx):
         init_scale: float = 1e-2,
         history_windows: Sequence[int] | None = None,
         pair_windows: Sequence[int] | None = None,
+        rule_windows: Sequence[int] | None = None,
         history_causal: bool = False,
         history_eval_splits: Sequence[str] = ("train",),
         facts: torch.Tensor | None = None,
@@ -76,7 +77,14 @@ class TNTComplEx(TwoPartComplEx):
         self.rel_static = table(2 * num_relations)
         self.time = table(num_days)
         self.tau0 = float(tau0)
-        self.add_history(history_windows, pair_windows, history_causal, history_eval_splits, facts)
+        self.add_history(
+            history_windows,
+            pair_windows,
+            history_causal,
+            history_eval_splits,
+            facts,
+            rule_windows=rule_windows,
+        )
 
     def time_embedding(self, tau: torch.Tensor) -> torch.Tensor:
         """``T(τ)`` for days ``tau [...]``: ``[..., 2n]``, interpolated between days, clamped to the
