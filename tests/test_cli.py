@@ -47,8 +47,8 @@ class StopAtFit(Exception):
 @pytest.mark.parametrize(
     ("extra", "config", "epochs"),
     [
-        ([], "icews05-15-romem-complex-day.yaml", "2"),
-        (["--epochs", "5"], "icews05-15-romem-complex-day.yaml", "5"),
+        ([], "icews05-15-romem-complex-rules.yaml", "2"),
+        (["--epochs", "5"], "icews05-15-romem-complex-rules.yaml", "5"),
         (["--config", "icews05-15-cpu"], "icews05-15-chronor-dim128.yaml", None),  # the old name
     ],
 )

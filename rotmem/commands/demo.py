@@ -2,9 +2,9 @@
 
 Trains on ICEWS05-15 when the data is found (``--data-dir`` or ``$ROTMEM_DATA_DIR``), else on the
 built-in synthetic KG, whose true answers are known. On ICEWS05-15 it trains the race's best
-config (``icews05-15-romem-complex-day``, docs/accuracy.md) for ``ICEWS_EPOCHS`` epochs, about
-8 minutes on 2 cores; ``--config icews05-15-chronor-dim128`` (once ``icews05-15-cpu``) trains the
-paper's CPU preset instead.
+RoMem config (``icews05-15-romem-complex-rules``: the rotation on ComplEx with the history term and
+its rule counts, docs/accuracy.md) for ``ICEWS_EPOCHS`` epochs, about 8 minutes on 2 cores;
+``--config icews05-15-chronor-dim128`` (once ``icews05-15-cpu``) trains the paper's CPU preset.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rotmem import configs
 
-ICEWS_CONFIG = "icews05-15-romem-complex-day"
+ICEWS_CONFIG = "icews05-15-romem-complex-rules"
 ICEWS_EPOCHS = 2  # 0.625 time-aware test MRR after 2 epochs in the 900-second race
 
 
