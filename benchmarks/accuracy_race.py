@@ -2,8 +2,8 @@
 after another; the validation split is ranked after every epoch and the test split once per run, at
 the end, for the last epoch and for the best-validation (monitored) epoch.
 
-    ROTMEM_DATA_DIR=../shared/data python benchmarks/accuracy_race.py --budget-s 900 --seeds 0 1 2
-    ROTMEM_DATA_DIR=../shared/data python benchmarks/accuracy_race.py --budget-epochs 1 --seeds 0 1 2
+    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.accuracy_race --budget-s 900 --seeds 0 1 2
+    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.accuracy_race --budget-epochs 1 --seeds 0 1 2
 
 The clock counts training only: it stops while a split is ranked (evaluation is the measurement,
 not part of the race) and a model stops at the first batch that ends past a seconds budget, so its
@@ -23,6 +23,9 @@ its sd). ``--summarize CSV ...`` remakes the last three from earlier runs' CSVs.
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.accuracy_race (from the checkout's root)")
 
 import argparse
 import copy
@@ -526,7 +529,7 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    command = "python " + shlex.join(["benchmarks/accuracy_race.py", *sys.argv[1:]])
+    command = shlex.join(["python", "-m", "benchmarks.accuracy_race", *sys.argv[1:]])
     if os.environ.get("ROTMEM_DATA_DIR"):
         command = f"ROTMEM_DATA_DIR={os.environ['ROTMEM_DATA_DIR']} {command}"
     commit = commit_of(ROOT)

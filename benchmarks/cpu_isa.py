@@ -7,12 +7,15 @@ float64 truth on the test suite's ICEWS-sized case (B = 999 rows against N = 10,
 eager reference's errors beside it, and the time of one forward + backward at ICEWS05-15's training
 shape (2B = 2000 queries, N = 10,488, 2n = 498), sets interleaved round by round.
 
-    python benchmarks/cpu_isa.py --threads 1 --rounds 7
+    python -m benchmarks.cpu_isa --threads 1 --rounds 7
 
 Writes ``benchmarks/results/cpu_isa.csv`` (one row per set; the command in the last column).
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.cpu_isa (from the checkout's root)")
 
 import argparse
 import csv
@@ -24,12 +27,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from harness import command_line, interleaved, percentile, timed  # noqa: E402
-
-from rotmem.ops import native, reference  # noqa: E402
+from benchmarks.harness import command_line, interleaved, percentile, timed
+from rotmem.ops import native, reference
 
 RESULTS = Path(__file__).resolve().parent / "results" / "cpu_isa.csv"
 COLUMNS = (
@@ -102,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
     times = interleaved({isa: lambda isa=isa: step(isa) for isa in isas}, args.rounds, warmup=1)
 
-    command = command_line(argv)
+    command = command_line("benchmarks.cpu_isa", argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     new = not args.out.exists()
     with args.out.open("a", newline="") as handle:

@@ -1,6 +1,6 @@
 """Time full filtered evaluation of an ICEWS05-15 split at the paper's size (dim 500, k = 3).
 
-python benchmarks/eval_speed.py [--split test] [--dim 500] [--k 3] [--rounds 1]
+python -m benchmarks.eval_speed [--split test] [--dim 500] [--k 3] [--rounds 1]
 Scores do not depend on training, so a freshly initialised model times the same work as a trained
 one: 2 directions x every fact x all 10,488 entities, one filter and both filters, every tie rule,
 with the fused evaluator (``rotmem.ops.filtered_rank_counts``) and the eager one (``[B, N]`` score
@@ -9,6 +9,9 @@ Writes benchmarks/results/eval_speed.csv (``--out``; with the command and the lo
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.eval_speed (from the checkout's root)")
 
 import argparse
 import csv
@@ -43,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     given = sys.argv[1:] if argv is None else argv
     threads = os.environ.get("OMP_NUM_THREADS", "unset")
-    command = f"OMP_NUM_THREADS={threads} python benchmarks/eval_speed.py {' '.join(given)}"
+    command = f"OMP_NUM_THREADS={threads} python -m benchmarks.eval_speed {' '.join(given)}"
     runs = [
         (f, fused) for _ in range(args.rounds) for f in ((FILTERS[0],), FILTERS) for fused in (True, False)
     ]

@@ -4,8 +4,8 @@ Each variant trains the same config (same seed and epochs) with ``rotmem fit`` s
 tests the best-validation checkpoint; filtered MRR and Hits@k under both filters go to one CSV.
 
     rotmem gate pretrain --data icews05-15                 # the default gate (once)
-    ROTMEM_DATA_DIR=../shared/data python benchmarks/gate_ablation.py   # ~25 min per variant on 2 cores
-    python benchmarks/gate_ablation.py --variants gate no-gate --config synthetic \\
+    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_ablation   # ~25 min per variant on 2 cores
+    python -m benchmarks.gate_ablation --variants gate no-gate --config synthetic \\
         --gate ~/.cache/rotmem/gates/synthetic/gate.pt --out benchmarks/results/gate_ablation_synthetic.csv
 
 Variant ``gate-paper`` uses the gate pretrained with the paper's literal Phase-1 setting:
@@ -14,6 +14,9 @@ Variant ``gate-paper`` uses the gate pretrained with the paper's literal Phase-1
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.gate_ablation (from the checkout's root)")
 
 import argparse
 import csv

@@ -20,6 +20,9 @@ Writes ``benchmarks/results/gate_paraphrases_anchored.csv`` (one row per phrasin
 
 from __future__ import annotations
 
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.gate_paraphrases (from the checkout's root)")
+
 import argparse
 import csv
 import shlex

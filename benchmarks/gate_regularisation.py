@@ -34,6 +34,9 @@ Writes ``benchmarks/results/gate_regularisation.csv``.
 
 from __future__ import annotations
 
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.gate_regularisation (from the checkout's root)")
+
 import argparse
 import statistics
 import sys

@@ -11,13 +11,16 @@ template; and the paper's literal one, the packaged config gate-icews05-15-paper
 - a PNG: α against the change rate, and the sorted α bars naming the most static/dynamic relations.
 The synthetic KG's gate (the packaged config gate-synthetic) is reported too.
 
-    ROTMEM_DATA_DIR=../shared/data python benchmarks/gate_report.py            # ~7 min on 2 cores
-    python benchmarks/gate_report.py --seeds 3 --skip-paper                   # quick
+    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_report            # ~7 min on 2 cores
+    python -m benchmarks.gate_report --seeds 3 --skip-paper                   # quick
 
 Writes ``benchmarks/results/gate_*.csv`` and ``gate_alpha_icews05-15.png``.
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.gate_report (from the checkout's root)")
 
 import argparse
 import csv

@@ -96,7 +96,7 @@ DATA="${ROTMEM_DATA_DIR:-$([[ -d .gpu_data ]] && echo .gpu_data || echo ../share
 
 # the machine as the build and the tests will see it
 report_env() { cat "$OUT/$1.log" >>"$SUMMARY"; }
-wanted env && step env 10 report_env "$PYTHON" benchmarks/gpu_env.py
+wanted env && step env 10 report_env "$PYTHON" -m benchmarks.gpu_env
 
 if wanted build; then
     # the visible GPU's architecture (setup.py: 8.0;9.0+PTX when none is visible); ninja builds in parallel
@@ -123,7 +123,7 @@ fi
 
 report_eval() { grep -E "MRR" "$OUT/$1.log" | tee -a "$SUMMARY"; }
 if wanted eval; then
-    EVAL=("$PYTHON" benchmarks/gpu_eval.py --out "$OUT/eval.csv")
+    EVAL=("$PYTHON" -m benchmarks.gpu_eval --out "$OUT/eval.csv")
     [[ $DRY == 1 ]] && EVAL+=(--dry-run)
     step eval 25 report_eval "${EVAL[@]}"
 fi
@@ -157,11 +157,11 @@ if wanted kernels; then
     else
         KERNELS=(--device cpu --quick --budget-s 0)  # the dry run: parse, plan, measure nothing
     fi
-    step kernels 30 report_kernels "$PYTHON" benchmarks/kernels.py "${KERNELS[@]}" --out-dir "$OUT"
+    step kernels 30 report_kernels "$PYTHON" -m benchmarks.kernels "${KERNELS[@]}" --out-dir "$OUT"
 fi
 
 if [[ $DRY == 1 ]]; then
-    "$PYTHON" benchmarks/gpu_check_dry_run.py --python "$PYTHON" --out "$OUT" "$QUEUE" | tee "$OUT/dry_run.log"
+    "$PYTHON" -m benchmarks.gpu_check_dry_run --python "$PYTHON" --out "$OUT" "$QUEUE" | tee "$OUT/dry_run.log"
     tail -n 1 "$OUT/dry_run.log" >>"$SUMMARY"
     while IFS= read -r -d '' name && IFS= read -r -d '' limit && IFS= read -r -d '' argc; do
         for ((i = 0; i < argc; i++)); do IFS= read -r -d '' _; done

@@ -15,13 +15,16 @@ rc 124, as ``timeout``), its output in ``OUT/NAME.log``; up to ``--jobs`` run at
 ``OUT/NAME.result`` gets ``RC in SECONDS s`` (``RC (timed out)`` past the limit), which the script
 puts in its summary; the last line printed is the whole run's wall and CPU seconds.
 
-    python benchmarks/gpu_check_dry_run.py --python PYTHON --out OUT QUEUE
+    python -m benchmarks.gpu_check_dry_run --python PYTHON --out OUT QUEUE
 
 QUEUE: the steps as ``gpu_check.sh --dry-run`` writes them, NUL-terminated words: NAME, LIMIT (s),
 ARGC, then the ARGC words of the command. PYTHON: the word that names this interpreter in them.
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.gpu_check_dry_run (from the checkout's root)")
 
 import argparse
 import atexit

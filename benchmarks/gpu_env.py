@@ -1,6 +1,6 @@
 """The GPU check's first step: the machine as the build and the tests will see it.
 
-    python benchmarks/gpu_env.py
+    python -m benchmarks.gpu_env
 
 Prints the UTC time; the GPU's name, memory and driver (``nvidia-smi``, or ``no nvidia-smi``); where
 ``nvcc`` and ``ninja`` are on PATH; ``CUDA_HOME``; this interpreter and its version; setuptools',
@@ -9,6 +9,9 @@ torch sees (``None`` without one).
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.gpu_env (from the checkout's root)")
 
 import os
 import shutil

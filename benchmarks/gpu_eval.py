@@ -1,7 +1,7 @@
 """A full ICEWS05-15 test evaluation with the fused ranking on the GPU, beside the same on the CPU.
 
-    python benchmarks/gpu_eval.py [--split test] [--dim 500] [--k 3] [--out results.csv]
-    python benchmarks/gpu_eval.py --dry-run     # parse, load, each split's first batch, the CPU, dim 8
+    python -m benchmarks.gpu_eval [--split test] [--dim 500] [--k 3] [--out results.csv]
+    python -m benchmarks.gpu_eval --dry-run     # parse, load, each split's first batch, the CPU, dim 8
 
 One model (seeded, freshly initialised: the work does not depend on training, as in
 ``benchmarks/eval_speed.py``), both filters (time-aware, static) and every tie rule, with
@@ -11,6 +11,9 @@ between devices, TF32 off, so ranks may differ where scores are within rounding)
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.gpu_eval (from the checkout's root)")
 
 import argparse
 import csv

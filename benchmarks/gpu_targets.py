@@ -3,8 +3,8 @@ benchmark's shapes on an H200 and an A100, the occupancy ptxas's register counts
 kernels, and the paper-size epoch's floor. Arithmetic, no GPU: the figures a measurement is
 compared against (``docs/gpu.md``).
 
-    python benchmarks/gpu_targets.py      # writes benchmarks/results/gpu_{targets,epoch_floor,occupancy}.csv
-    python benchmarks/gpu_targets.py --markdown   # and prints docs/gpu.md's tables
+    python -m benchmarks.gpu_targets      # writes benchmarks/results/gpu_{targets,epoch_floor,occupancy}.csv
+    python -m benchmarks.gpu_targets --markdown   # and prints docs/gpu.md's tables
 
 Counting rules. Bytes: what the op must read and write once (inputs, outputs, and for the fused
 cross-entropy each logit tile written by its matrix product and read back by the row kernels:
@@ -19,6 +19,9 @@ block's threads and by 32 blocks per SM (A100 and H100/H200 alike: compute capab
 
 from __future__ import annotations
 
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.gpu_targets (from the checkout's root)")
+
 import csv
 import math
 import sys
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-COMMAND = "python benchmarks/gpu_targets.py"
+COMMAND = "python -m benchmarks.gpu_targets"
 
 
 @dataclass(frozen=True)

@@ -101,10 +101,11 @@ def percentile(times: list[float], q: int) -> float:
     return statistics.quantiles(times, n=100, method="inclusive")[q - 1]
 
 
-def command_line(argv: list[str] | None) -> str:
-    """The command that ran the benchmark, for its CSV and summary."""
+def command_line(module: str, argv: list[str] | None) -> str:
+    """The command that ran the benchmark ``module`` (``benchmarks.kernels``) with ``argv`` (the
+    process's arguments when None), for its CSV and summary."""
     args = sys.argv[1:] if argv is None else argv
-    return "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *args])
+    return shlex.join(["python", "-m", module, *args])
 
 
 def write_rows(path: Path, rows: list[dict], command: str) -> None:

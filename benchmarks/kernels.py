@@ -18,10 +18,10 @@ run: ``torch.cuda.max_memory_allocated`` on a GPU; on the CPU the allocator's ev
 the PyTorch profiler (every tensor, including those the native and compiled code allocate).
 Times on a shared CPU are only comparable as ratios: providers run interleaved, rep by rep.
 
-    python benchmarks/kernels.py                       # this machine's default device
-    python benchmarks/kernels.py --device cuda --dtype float32,bfloat16
-    python benchmarks/kernels.py --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
-    python benchmarks/kernels.py --budget-s 130             # nothing new starts after 130 s
+    python -m benchmarks.kernels                       # this machine's default device
+    python -m benchmarks.kernels --device cuda --dtype float32,bfloat16
+    python -m benchmarks.kernels --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
+    python -m benchmarks.kernels --budget-s 130             # nothing new starts after 130 s
 
 The issue's targets (rotate's GB/s, the ICEWS05-15 step, the large graph's CE) are measured first
 in each dtype. A backend that raises on an op (a kernel that fails to compile, out of memory) is
@@ -29,6 +29,9 @@ dropped from that op with a ``FAILED`` line in the summary, the others go on, an
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.kernels (from the checkout's root)")
 
 import argparse
 import csv
@@ -43,15 +46,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from harness import TAU0, command_line, interleaved, percentile, step, synchronize  # noqa: E402
-from plot_kernels import plot  # noqa: E402
-
-from rotmem.cpu_memory import cpu_peak_bytes  # noqa: E402
-from rotmem.ops import reference  # noqa: E402
-from rotmem.ops.backend import _load, available  # noqa: E402
+from benchmarks.harness import TAU0, command_line, interleaved, percentile, step, synchronize
+from benchmarks.plot_kernels import plot
+from rotmem.cpu_memory import cpu_peak_bytes
+from rotmem.ops import reference
+from rotmem.ops.backend import _load, available
 
 OPS = ("rotate", "unrotated_query_indexed", "cross_entropy_all", "n3", "score_all", "step")
 MODES = ("forward", "backward", "forward+backward")
@@ -379,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny shapes and 2 reps: a smoke test")
     parser.add_argument("--out-dir", default=str(Path(__file__).resolve().parent / "results"))
     args = parser.parse_args(argv)
-    command = command_line(argv)
+    command = command_line("benchmarks.kernels", argv)
     device = args.device
     if args.threads:
         torch.set_num_threads(args.threads)

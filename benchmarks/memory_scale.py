@@ -7,11 +7,14 @@ search, SQLite fetch of the top k, records in source order). The embedding of on
 all-MiniLM-L6-v2 is timed on its own. Writes ``benchmarks/results/memory_scale.csv`` (``--out``), each
 row with the command.
 
-    python benchmarks/memory_scale.py                      # 100,000 records
-    python benchmarks/memory_scale.py --records 20000 --queries 50 --no-minilm   # quick
+    python -m benchmarks.memory_scale                      # 100,000 records
+    python -m benchmarks.memory_scale --records 20000 --queries 50 --no-minilm   # quick
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.memory_scale (from the checkout's root)")
 
 import argparse
 import csv
@@ -99,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-minilm", action="store_true", help="skip timing the MiniLM question embedding")
     p.add_argument("--out", default="benchmarks/results/memory_scale.csv")
     args = p.parse_args(argv)
-    command = shlex.join(["python", "benchmarks/memory_scale.py", *(sys.argv[1:] if argv is None else argv)])
+    command = shlex.join(
+        ["python", "-m", "benchmarks.memory_scale", *(sys.argv[1:] if argv is None else argv)]
+    )
     print("command:", command)
 
     rng = np.random.default_rng(0)

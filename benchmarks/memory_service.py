@@ -18,13 +18,16 @@
    the store read-only and checks that every add the server acknowledged is there, each session
    whole (its one fact, its times, its date) -> ``memory_service_crash.csv``.
 
-    python benchmarks/memory_service.py prepare          # embeds once (--vectors minilm), preloads
-    python benchmarks/memory_service.py load crash       # the timed part (~6 minutes)
+    python -m benchmarks.memory_service prepare          # embeds once (--vectors minilm), preloads
+    python -m benchmarks.memory_service load crash       # the timed part (~6 minutes)
 
 The machine's 2 cores run the server, its encoder and the clients together.
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.memory_service (from the checkout's root)")
 
 import argparse
 import asyncio
@@ -45,7 +48,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 RESULTS = REPO / "benchmarks" / "results" / "memory_service"
 RELATIONS = ("lives in", "works as", "works for", "drinks", "likes", "owns", "plays", "studies")
 PERSONAS, PER_SESSION = 2000, 10
@@ -434,7 +436,7 @@ def main() -> None:
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "rotmem-memory-service-cache"))
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the CSVs and the PNG")
     args = parser.parse_args()
-    command = "python benchmarks/memory_service.py " + shlex.join(sys.argv[1:])
+    command = "python -m benchmarks.memory_service " + shlex.join(sys.argv[1:])
     if "prepare" in args.phases:
         run_prepare(args)
     work = Path(args.work)

@@ -14,11 +14,14 @@ thread (no HTTP): per cause the old way and the new way side by side, ms per que
   16 (question vectors given: the embedding is excluded here).
 - ``MiniLM``: one question against a batch of 16 (per question).
 
-    python benchmarks/memory_service_causes.py --work /tmp/rotmem-memory-service
+    python -m benchmarks.memory_service_causes --work /tmp/rotmem-memory-service
     # -> benchmarks/results/memory_service/memory_service_causes.csv
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.memory_service_causes (from the checkout's root)")
 
 import argparse
 import csv
@@ -33,7 +36,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 OUT = REPO / "benchmarks" / "results" / "memory_service" / "memory_service_causes.csv"
 BATCH, K = 16, 15
 
@@ -56,7 +58,7 @@ def main() -> None:
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "rotmem-memory-service"))
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
-    command = "python benchmarks/memory_service_causes.py " + shlex.join(sys.argv[1:])
+    command = "python -m benchmarks.memory_service_causes " + shlex.join(sys.argv[1:])
     import torch
 
     from rotmem.memory import SentenceEncoder, TemporalMemory
@@ -65,7 +67,7 @@ def main() -> None:
     torch.set_num_threads(1)
     source = Path(args.work) / "sqlite" / "load.db"
     if not source.is_file():
-        raise SystemExit(f"{source}: no prepared file; run: python benchmarks/memory_service.py prepare")
+        raise SystemExit(f"{source}: no prepared file; run: python -m benchmarks.memory_service prepare")
     encoder = SentenceEncoder()
     rng = np.random.default_rng(0)
     questions = [f"What does persona{rng.integers(2000)} like now, question {i}?" for i in range(BATCH)]

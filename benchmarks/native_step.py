@@ -12,11 +12,14 @@ products of the cross-entropy, the bound below which no float32 provider can go)
 interleaved, round by round (``harness.interleaved``), so a change in machine load hits all of them
 alike; the CSV has the median and quartiles per provider and each one's speed-up over eager.
 
-    python benchmarks/native_step.py                       # ICEWS05-15 shapes, float32
-    python benchmarks/native_step.py --threads 1 --rounds 5
+    python -m benchmarks.native_step                       # ICEWS05-15 shapes, float32
+    python -m benchmarks.native_step --threads 1 --rounds 5
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.native_step (from the checkout's root)")
 
 import argparse
 import csv
@@ -28,12 +31,8 @@ from types import ModuleType
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from harness import TAU0, command_line, interleaved, percentile, step, timed  # noqa: E402
-
-from rotmem.ops import ce_tiles, native, reference  # noqa: E402
+from benchmarks.harness import TAU0, command_line, interleaved, percentile, step, timed
+from rotmem.ops import ce_tiles, native, reference
 
 RESULTS = Path(__file__).resolve().parent / "results" / "native_step.csv"
 STEP_INPUTS = ("entity", "w", "w_hat", "alpha_logit", "log_s", "log_base", "h", "r", "t", "tau")
@@ -142,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
     times = interleaved({name: lambda name=name: timer(name) for name in providers}, args.rounds)
 
-    command = command_line(argv)
+    command = command_line("benchmarks.native_step", argv)
     eager_ms = statistics.median(times["eager"]) if "eager" in times else float("nan")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     new = not args.out.exists()

@@ -11,13 +11,16 @@ question the top 50 by inner product (what ``TemporalMemory`` asks the index for
   ``ef_search`` = 100), approximate: its recall@50 against the exact answer is reported;
 - ``faiss flat``: ``rotmem.index`` FAISS flat (exact), one question, and a batch of 16 (per question).
 
-    python benchmarks/pgvector_search.py      # -> benchmarks/results/memory_service/pgvector.csv
+    python -m benchmarks.pgvector_search      # -> benchmarks/results/memory_service/pgvector.csv
 
 Random vectors have no cluster structure, so HNSW's recall here is a lower bound of what MiniLM
 vectors give; the timings do not depend on the values.
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.pgvector_search (from the checkout's root)")
 
 import argparse
 import csv
@@ -30,7 +33,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 OUT = REPO / "benchmarks" / "results" / "memory_service" / "pgvector.csv"
 DIM, TOP = 384, 50
 
@@ -55,7 +57,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=50)
     args = parser.parse_args()
-    command = "python benchmarks/pgvector_search.py " + shlex.join(sys.argv[1:])
+    command = "python -m benchmarks.pgvector_search " + shlex.join(sys.argv[1:])
     try:
         import pgserver
     except ImportError:

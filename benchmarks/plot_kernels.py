@@ -1,9 +1,12 @@
 """Draw ``kernels_<device>.csv`` (from ``benchmarks/kernels.py``): speed-up and memory vs eager.
 
-python benchmarks/plot_kernels.py benchmarks/results/kernels_cpu.csv   # writes the .png beside it
+python -m benchmarks.plot_kernels benchmarks/results/kernels_cpu.csv   # writes the .png beside it
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.plot_kernels (from the checkout's root)")
 
 import csv
 import sys

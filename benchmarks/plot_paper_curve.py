@@ -1,6 +1,6 @@
 """The paper-size learning curve beside the paper's figure and the race's best config.
 
-    python benchmarks/plot_paper_curve.py
+    python -m benchmarks.plot_paper_curve
 
 Reads the curve of ``icews05-15-chronor`` (dim 500, k 3, the paper's settings) written by
 ``accuracy_race.py --budget-s 5400 --configs icews05-15-chronor --out-dir
@@ -11,6 +11,9 @@ paper's 0.726 (static filter, ICEWS05-15, after its GPU training) as a horizonta
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.plot_paper_curve (from the checkout's root)")
 
 import argparse
 import csv
@@ -24,7 +27,7 @@ PAPER_STATIC_MRR = 0.726  # RoMem paper, ICEWS05-15, static filter
 def read_curve(path: Path, model: str) -> dict[str, list[tuple[float, float]]]:
     """``{filter: [(training minutes, MRR), ...]}`` of ``model``'s realistic-tie rows in ``path``."""
     if not path.is_file():
-        raise SystemExit(f"{path}: no such file; run benchmarks/accuracy_race.py first")
+        raise SystemExit(f"{path}: no such file; run python -m benchmarks.accuracy_race first")
     curve: dict[str, list[tuple[float, float]]] = {}
     with path.open() as handle:
         for row in csv.DictReader(handle):

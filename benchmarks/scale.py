@@ -1,9 +1,9 @@
 """Scale on the CPU: training throughput and memory per rank for 1 vs 2 processes, and evaluation
 time and memory as the number of entities grows.
 
-    python benchmarks/scale.py                         # both sections (about 15 minutes on 2 cores)
-    python benchmarks/scale.py --sections eval         # or train
-    python benchmarks/scale.py --quick                 # small sizes: a smoke run
+    python -m benchmarks.scale                         # both sections (about 15 minutes on 2 cores)
+    python -m benchmarks.scale --sections eval         # or train
+    python -m benchmarks.scale --quick                 # small sizes: a smoke run
 
 train: one Phase-2 step (1-vs-all cross-entropy + L4 regulariser, Adagrad) on a fixed global batch,
 run by 1 process with 2 threads, by 2 data-parallel processes (``DistributedDataParallel`` over gloo,
@@ -24,6 +24,9 @@ other processes share the cores) and scale.png.
 """
 
 from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.scale (from the checkout's root)")
 
 import argparse
 import csv

@@ -37,7 +37,7 @@ def test_memory_scale_tiny(tmp_path):
     retrieval on every index backend; the per-session rows count the records of their own store."""
     out = tmp_path / "memory_scale.csv"
     run_script(
-        "benchmarks/memory_scale.py", "--records", "200", "--per-session", "10", "--batch-sessions", "5",
+        "-m", "benchmarks.memory_scale", "--records", "200", "--per-session", "10", "--batch-sessions", "5",
         "--single-sessions", "4", "--queries", "4", "--dim", "16", "--no-minilm", "--out", str(out),
     )  # fmt: skip
     rows = read_rows(out)
@@ -49,7 +49,7 @@ def test_memory_scale_tiny(tmp_path):
     assert all(float(r["value"]) > 0 for r in rows if r["unit"] == "facts/s")
     reopen = next(r for r in rows if r["metric"] == "reopen_rebuild_index_s")
     assert reopen["note"].startswith("200 vectors")  # the batched store's records, read back
-    assert all(r["command"].startswith("python benchmarks/memory_scale.py --records 200") for r in rows)
+    assert all(r["command"].startswith("python -m benchmarks.memory_scale --records 200") for r in rows)
 
 
 def test_eval_speed_tiny(tmp_path):
@@ -57,7 +57,7 @@ def test_eval_speed_tiny(tmp_path):
     timed over every test query in both directions."""
     out = tmp_path / "eval_speed.csv"
     run_script(
-        "benchmarks/eval_speed.py", "--data", "synthetic", "--dim", "8", "--k", "1",
+        "-m", "benchmarks.eval_speed", "--data", "synthetic", "--dim", "8", "--k", "1",
         "--batch-size", "64", "--out", str(out),
     )  # fmt: skip
     rows = read_rows(out)
@@ -68,7 +68,7 @@ def test_eval_speed_tiny(tmp_path):
 
     queries = 2 * len(load_dataset("synthetic").split("test"))
     assert all(int(r["queries"]) == queries and float(r["seconds"]) > 0 for r in rows)
-    assert all("python benchmarks/eval_speed.py --data synthetic" in r["command"] for r in rows)
+    assert all("python -m benchmarks.eval_speed --data synthetic" in r["command"] for r in rows)
 
 
 @pytest.mark.slow
@@ -77,7 +77,7 @@ def test_native_step_tiny(tmp_path):
     the bound, not a loss) and has a time and a speed-up."""
     out = tmp_path / "native_step.csv"
     run_script(
-        "benchmarks/native_step.py", "--batch", "16", "--n", "8", "--entities", "40", "--relations", "4",
+        "-m", "benchmarks.native_step", "--batch", "16", "--n", "8", "--entities", "40", "--relations", "4",
         "--rounds", "1", "--threads", "1", "--out", str(out),
     )  # fmt: skip
     rows = {r["provider"]: r for r in read_rows(out)}
@@ -97,9 +97,9 @@ def test_memory_service_tiny(tmp_path):
     pytest.importorskip("httpx")
     work, out = tmp_path / "work", tmp_path / "out"
     common = ["--records", "200", "--backends", "sqlite", "--work", str(work), "--out", str(out)]
-    run_script("benchmarks/memory_service.py", "prepare", *common, timeout=300)
+    run_script("-m", "benchmarks.memory_service", "prepare", *common, timeout=300)
     run_script(
-        "benchmarks/memory_service.py", "load", "crash", *common, "--clients", "1", "2", "--seconds", "2",
+        "-m", "benchmarks.memory_service", "load", "crash", *common, "--clients", "1", "2", "--seconds", "2",
         "--cycles", "1", "--kill-after", "2", timeout=600,
     )  # fmt: skip
     load = read_rows(out / "memory_service.csv")
@@ -111,7 +111,7 @@ def test_memory_service_tiny(tmp_path):
     assert int(crash[0]["missing"]) == 0 and int(crash[0]["half_written"]) == 0
     assert (out / "memory_service.png").stat().st_size > 0
     with (out / "memory_service.csv").open() as handle:
-        assert handle.readline().startswith("# python benchmarks/memory_service.py load crash")
+        assert handle.readline().startswith("# python -m benchmarks.memory_service load crash")
 
 
 @pytest.mark.slow

@@ -1,9 +1,9 @@
-"""``benchmarks/kernels.py --quick`` runs end to end in seconds and writes its CSV, summary and chart."""
+"""``python -m benchmarks.kernels --quick`` runs end to end in seconds and writes its CSV, summary,
+chart."""
 
 from __future__ import annotations
 
 import csv
-import importlib.util
 import os
 import subprocess
 import sys
@@ -14,18 +14,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_kernels_benchmark(monkeypatch):
-    spec = importlib.util.spec_from_file_location("kernels_benchmark", ROOT / "benchmarks" / "kernels.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.slow
 def test_kernels_quick(tmp_path, capsys, monkeypatch):
     pytest.importorskip("matplotlib")
-    kernels = load_kernels_benchmark(monkeypatch)
+    from benchmarks import kernels
+
     assert (
         kernels.main(
             ["--quick", "--device", "cpu", "--providers", "eager,native", "--out-dir", str(tmp_path)]
@@ -61,7 +54,8 @@ class BrokenOps:
 
 def test_kernels_reports_a_failing_provider_and_measures_the_others(tmp_path, capsys, monkeypatch):
     pytest.importorskip("matplotlib")
-    kernels = load_kernels_benchmark(monkeypatch)
+    from benchmarks import kernels
+
     monkeypatch.setattr(
         kernels, "providers_for", lambda device, wanted: {"eager": kernels.reference, "broken": BrokenOps()}
     )
@@ -80,7 +74,8 @@ def test_kernels_reports_a_failing_provider_and_measures_the_others(tmp_path, ca
 
 
 def test_kernels_budget_skips_and_names_what_it_did_not_measure(tmp_path, monkeypatch):
-    kernels = load_kernels_benchmark(monkeypatch)
+    from benchmarks import kernels
+
     assert kernels.main(["--quick", "--device", "cpu", "--budget-s", "0", "--out-dir", str(tmp_path)]) == 0
     lines = (tmp_path / "kernels_cpu.txt").read_text().splitlines()
     skipped = [line for line in lines if line.startswith("skipped (the 0 s budget was spent): ")]
@@ -90,7 +85,8 @@ def test_kernels_budget_skips_and_names_what_it_did_not_measure(tmp_path, monkey
 
 
 def test_kernels_plan_puts_the_targets_first_per_dtype(monkeypatch):
-    kernels = load_kernels_benchmark(monkeypatch)
+    from benchmarks import kernels
+
     f32, bf16 = kernels.torch.float32, kernels.torch.bfloat16
     large = kernels.large_shape(4096)
     jobs = [kernels.Job("rotate", kernels.bandwidth_shape(100), d) for d in (f32, bf16)]
@@ -118,7 +114,7 @@ def test_scale_quick(tmp_path):
     evaluation at small sizes, its CSV and chart."""
     pytest.importorskip("matplotlib")
     done = subprocess.run(
-        [sys.executable, "benchmarks/scale.py", "--quick", "--out-dir", str(tmp_path)],
+        [sys.executable, "-m", "benchmarks.scale", "--quick", "--out-dir", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -156,7 +152,7 @@ def test_accuracy_race_smoke(tmp_path):
     env = dict(os.environ, HOME=str(tmp_path / "home"))  # the RoMem config pretrains its gate there
     env.pop("XDG_CACHE_HOME", None)
     out = tmp_path / "race"
-    command = [sys.executable, str(ROOT / "benchmarks/accuracy_race.py"), "--budget-epochs", "1"]
+    command = [sys.executable, "-m", "benchmarks.accuracy_race", "--budget-epochs", "1"]
     command += ["--configs", "synthetic.yaml", "icews05-15-tntcomplex.yaml", "--data", "synthetic"]
     command += ["--seeds", "0", "1", "--data-poor-threshold", "1000"]
     result = subprocess.run(
@@ -214,7 +210,7 @@ def test_accuracy_race_smoke(tmp_path):
     assert "time-aware" in result.stdout and "command: " in result.stdout
     again = tmp_path / "again"
     done = subprocess.run(
-        [*command[:2], "--summarize", str(out / "accuracy_race.csv"), "--out-dir", str(again)],
+        [*command[:3], "--summarize", str(out / "accuracy_race.csv"), "--out-dir", str(again)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -223,7 +219,7 @@ def test_accuracy_race_smoke(tmp_path):
     assert (again / "accuracy_race.md").read_text() == table
     held = subprocess.run(
         [
-            *command[:3],
+            *command[:4],
             "0.5",  # a fractional epoch budget
             "--eval-facts",
             "200",
@@ -274,7 +270,7 @@ def test_plot_paper_curve_draws_both_runs_and_refuses_a_missing_model(tmp_path):
                                 mrr=mrr,
                             )
                         )
-    command = [sys.executable, "benchmarks/plot_paper_curve.py", "--curve", str(tmp_path / "curve.csv")]
+    command = [sys.executable, "-m", "benchmarks.plot_paper_curve", "--curve", str(tmp_path / "curve.csv")]
     command += ["--race", str(tmp_path / "race.csv"), "--model", "paper", "--best", "best"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

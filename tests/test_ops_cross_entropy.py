@@ -5,7 +5,7 @@ shapes, one tile or many (row blocks, entity chunks with an online log-sum-exp),
 computed in the forward sweep or recomputed in backward, ignored targets (-100); float64 gradcheck;
 errors that name the input.
 
-Accuracy: ``tests/accuracy.py``'s bound, ``2 * ref_err + noise + FLOOR * max|truth|``. Why a fused
+Accuracy: ``tests/op_accuracy.py``'s bound, ``2 * ref_err + noise + FLOOR * max|truth|``. Why a fused
 kernel meets it:
 
 - ``ref_err`` (the eager reference's own error in the same dtype on this machine) holds the rounding
@@ -32,7 +32,7 @@ import op_backends
 import pytest
 import torch
 import torch.nn.functional as F
-from accuracy import check, randn
+from op_accuracy import check, randn
 
 from rotmem.ops import ce_tiles, reference
 

@@ -84,8 +84,8 @@ def test_each_kind_of_broken_command_fails_its_step(tmp_path):
     steps = [
         ("fit-ok", 60, fit + ["--trainer.max_epochs", "1"]),
         ("fit-typo", 60, fit + ["--trainer.max_epochz", "1"]),
-        ("script-ok", 60, [py, str(ROOT / "benchmarks/gpu_env.py")]),
-        ("script-flag", 60, [py, str(ROOT / "benchmarks/kernels.py"), "--quick", "--budgett-s", "0"]),
+        ("script-ok", 60, [py, "-m", "benchmarks.gpu_env"]),
+        ("script-flag", 60, [py, "-m", "benchmarks.kernels", "--quick", "--budgett-s", "0"]),
         ("no-module", 60, [py, "-m", "rotmem.no_such_module"]),
         ("raises", 60, [py, "-c", "import sys; assert sys.argv == ['-c', 'x'], sys.argv; 1 / 0", "x"]),
         ("exit-3", 60, [py, "-c", "raise SystemExit(3)"]),
@@ -93,8 +93,8 @@ def test_each_kind_of_broken_command_fails_its_step(tmp_path):
         ("not-python", 60, ["false"]),
     ]
     queue = write_queue(tmp_path / "queue", steps)
-    command = [py, str(ROOT / "benchmarks/gpu_check_dry_run.py"), "--python", py, "--out", str(tmp_path)]
-    result = subprocess.run([*command, str(queue)], capture_output=True, text=True, timeout=300)
+    command = [py, "-m", "benchmarks.gpu_check_dry_run", "--python", py, "--out", str(tmp_path)]
+    result = subprocess.run([*command, str(queue)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 1, result.stdout + result.stderr
     rc = {name: (tmp_path / f"{name}.result").read_text().split(" in ")[0] for name, _, _ in steps}
     assert rc == {

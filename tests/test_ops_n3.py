@@ -1,14 +1,14 @@
 """The N3 regulariser (``n3``, kinds ``l4`` and ``modulus3``) on every backend here
 (``tests/op_backends.py``) against the reference: forward and backward, float32 and bfloat16, odd
 shapes, several tensors of any leading shape; float64 gradcheck; errors that name the input.
-Accuracy: ``tests/accuracy.py`` (elementwise powers summed in float32 or wider, rounded once)."""
+Accuracy: ``tests/op_accuracy.py`` (elementwise powers summed in float32 or wider, rounded once)."""
 
 from __future__ import annotations
 
 import op_backends
 import pytest
 import torch
-from accuracy import check, randn
+from op_accuracy import check, randn
 
 from rotmem.ops import reference
 

@@ -1,7 +1,7 @@
 """``rotate`` on every backend here (``tests/op_backends.py``) against the reference: forward and
 backward, float32 and bfloat16, odd shapes, broadcasting, far angles; float64 gradcheck.
 
-Accuracy: ``tests/accuracy.py``. The native CPU kernels meet its floor because their sines and
+Accuracy: ``tests/op_accuracy.py``. The native CPU kernels meet its floor because their sines and
 cosines are within 1.5 ulp on every instruction set (``csrc/cpu/sin_cos.h``, checked below over
 every angle range), then rounded once; Triton's come from libdevice (the interpreter: numpy).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import op_backends
 import pytest
 import torch
-from accuracy import check, randn
+from op_accuracy import check, randn
 
 from rotmem.ops import reference
 

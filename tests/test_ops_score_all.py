@@ -8,7 +8,7 @@ from __future__ import annotations
 import op_backends
 import pytest
 import torch
-from accuracy import randn
+from op_accuracy import randn
 
 DTYPES = [torch.float32, torch.bfloat16]
 # (B, N, n): one row, one entity, one complex pair, and odd sizes past any tile or vector width.

@@ -2,14 +2,14 @@
 spectrum's angles (``unrotated_query_indexed``), on every backend here (``tests/op_backends.py``)
 against the reference: forward and backward (tables with repeated ids), float32 and bfloat16, odd
 shapes, ChronoR and DistMult, far angles, the spectrum's clamps; float64 gradcheck.
-Accuracy: ``tests/accuracy.py``."""
+Accuracy: ``tests/op_accuracy.py``."""
 
 from __future__ import annotations
 
 import op_backends
 import pytest
 import torch
-from accuracy import check, randn
+from op_accuracy import check, randn
 
 from rotmem.ops import reference
 
