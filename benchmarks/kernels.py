@@ -1,7 +1,11 @@
 """Time and measure the memory of every RoMem op, and of one whole training step, per backend.
 
 Providers: ``eager`` (``rotmem.ops.reference``), ``compile`` (``torch.compile`` of the reference),
-``native`` (csrc, when built for the device) and ``triton`` (CUDA only). Modes: ``forward``
+``native`` (csrc, when built for the device), ``triton`` (CUDA only), and for the cross-entropy and
+the step only ``linear`` (the chunked cuBLAS/BLAS cross-entropy the native backend runs on CUDA),
+``liger`` (Liger-Kernel's fused linear cross-entropy) and ``cce`` (Cut Cross-Entropy), both GPU-only
+(``benchmarks.ce_providers``: eager ops around the provider's cross-entropy). Precisions: float32,
+``tf32`` (float32 tensors, TensorFloat-32 products on a GPU) and bfloat16. Modes: ``forward``
 (without autograd, as in evaluation), ``backward`` (a forward that records the graph runs untimed
 before it) and ``forward+backward``. A fused cross-entropy that needs gradients computes them in
 its forward sweep when the table is small (``rotmem.ops.ce_tiles``), so its ``backward`` is
@@ -19,7 +23,7 @@ the PyTorch profiler (every tensor, including those the native and compiled code
 Times on a shared CPU are only comparable as ratios: providers run interleaved, rep by rep.
 
     python -m benchmarks.kernels                       # this machine's default device
-    python -m benchmarks.kernels --device cuda --dtype float32,bfloat16
+    python -m benchmarks.kernels --device cuda --dtype float32,tf32,bfloat16
     python -m benchmarks.kernels --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
     python -m benchmarks.kernels --budget-s 130             # nothing new starts after 130 s
 
@@ -34,6 +38,7 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.kernels (from the checkout's root)")
 
 import argparse
+import contextlib
 import csv
 import math
 import statistics
@@ -46,6 +51,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks import ce_providers
 from benchmarks.harness import TAU0, command_line, interleaved, percentile, step, synchronize
 from benchmarks.plot_kernels import plot
 from rotmem.cpu_memory import cpu_peak_bytes
@@ -54,7 +60,13 @@ from rotmem.ops.backend import _load, available
 
 OPS = ("rotate", "unrotated_query_indexed", "cross_entropy_all", "n3", "score_all", "step")
 MODES = ("forward", "backward", "forward+backward")
-PROVIDERS = ("eager", "compile", "native", "triton")
+PROVIDERS = ("eager", "compile", "native", "triton", *ce_providers.PROVIDERS)
+CE_OPS = ("cross_entropy_all", "step")  # the ops the cross-entropy providers time
+PRECISIONS = {
+    "float32": (torch.float32, False),
+    "tf32": (torch.float32, True),
+    "bfloat16": (torch.bfloat16, False),
+}
 COLUMNS = (
     "op",
     "mode",
@@ -97,8 +109,9 @@ def bandwidth_shape(rows: int) -> Shape:
 
 
 # --- inputs and calls --------------------------------------------------------------------------
-def make_inputs(op: str, shape: Shape, dtype: torch.dtype, device: str) -> tuple[list, list[int]]:
+def make_inputs(op: str, shape: Shape, precision: str, device: str) -> tuple[list, list[int]]:
     """Arguments of ``op`` at ``shape`` and the positions of those that take gradients."""
+    dtype = PRECISIONS[precision][0]
     g = torch.Generator().manual_seed(0)
     B, n, N, R = shape.batch, shape.n, shape.entities, shape.relations
 
@@ -152,8 +165,16 @@ def providers_for(device: str, wanted: list[str]) -> dict[str, object]:
     """Provider name -> ops module (``compile`` uses the reference) for those that run here."""
     found = {}
     for name in wanted:
+        if name not in PROVIDERS:
+            raise SystemExit(f"unknown provider {name!r}; expected some of {','.join(PROVIDERS)}")
         if name in ("eager", "compile"):
             found[name] = reference
+        elif name in ce_providers.PROVIDERS:
+            why = ce_providers.unavailable_reason(name, device)
+            if why:
+                print(f"provider {name} skipped: {why}", flush=True)
+            else:
+                found[name] = ce_providers.provider(name)
         elif name == "triton" and device != "cuda":
             continue  # the CPU interpreter is a test tool, not something to time
         elif available(name, device):
@@ -237,14 +258,10 @@ def measure(op, shape, dtype, device, providers, modes, reps, warmup) -> tuple[l
     return rows, failures
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
 def failure_line(op, mode, provider, shape, dtype, error: BaseException) -> str:
     message = str(error).strip().splitlines()
     return (
-        f"FAILED {shape.label()} {dtype_name(dtype)} {op} {mode} {provider}: "
+        f"FAILED {shape.label()} {dtype} {op} {mode} {provider}: "
         f"{type(error).__name__}: {message[0] if message else ''}"
     )
 
@@ -256,7 +273,7 @@ def row(op, mode, provider, shape, dtype, device, times, peak_mb, nbytes) -> dic
         "mode": mode,
         "provider": provider,
         "shape": shape.label(),
-        "dtype": dtype_name(dtype),
+        "dtype": dtype,
         "device": device,
         "threads": torch.get_num_threads() if device == "cpu" else "",
         "ms_median": round(median, 4),
@@ -296,16 +313,16 @@ class Job:
 
     op: str
     shape: Shape
-    dtype: torch.dtype
+    dtype: str  # a key of PRECISIONS
 
     def label(self) -> str:
-        return f"{self.shape.label()} {dtype_name(self.dtype)} {self.op}"
+        return f"{self.shape.label()} {self.dtype} {self.op}"
 
 
 TARGETS = {("bandwidth", "rotate"), ("icews05-15", "step"), ("large", "cross_entropy_all")}
 
 
-def plan(jobs: list[Job], dtypes: list[torch.dtype]) -> list[Job]:
+def plan(jobs: list[Job], dtypes: list[str]) -> list[Job]:
     """``jobs`` reordered so that, per dtype in the order given, the issue's targets (rotate's GB/s,
     the ICEWS05-15 step, the large graph's CE) come first: a run stopped by ``--budget-s`` or a time
     limit then has them."""
@@ -337,8 +354,11 @@ def summary(rows: list[dict]) -> list[str]:
 
 def run_job(job: Job, device: str, providers, compile_ops, reps: int, warmup: int):
     """Rows and failure lines of one job, in every mode it is timed in."""
+    providers = {k: v for k, v in providers.items() if k not in ce_providers.PROVIDERS or job.op in CE_OPS}
     if job.shape.name == "bandwidth":
-        return bandwidth_rows(job.shape, job.dtype, device, providers, reps, warmup)
+        providers = {k: v for k, v in providers.items() if k not in ce_providers.PROVIDERS}
+        with tf32_products(PRECISIONS[job.dtype][1], device):
+            return bandwidth_rows(job.shape, job.dtype, device, providers, reps, warmup)
     providers = {k: v for k, v in providers.items() if k != "compile" or job.op in compile_ops}
     modes = ("forward",) if job.op == "score_all" else MODES
     if job.shape.name == "large":  # each run takes tens of seconds on a CPU, tenths on a GPU
@@ -346,13 +366,28 @@ def run_job(job: Job, device: str, providers, compile_ops, reps: int, warmup: in
             reps = max(3, reps // 10)
         else:
             modes, reps, warmup = ("forward+backward",), 1, 0
-    return measure(job.op, job.shape, job.dtype, device, providers, modes, reps, warmup)
+    with tf32_products(PRECISIONS[job.dtype][1], device):
+        return measure(job.op, job.shape, job.dtype, device, providers, modes, reps, warmup)
+
+
+@contextlib.contextmanager
+def tf32_products(enabled: bool, device: str):
+    """TensorFloat-32 matrix products (and convolutions) on a GPU for the duration, when ``enabled``."""
+    if not enabled or device != "cuda":
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtype", default="float32", help="comma-separated: float32,bfloat16")
+    parser.add_argument("--dtype", default="float32", help="comma-separated: float32,tf32,bfloat16")
     parser.add_argument("--shapes", default="icews,large", help="comma-separated: icews,large")
     parser.add_argument("--ops", default=",".join(OPS))
     parser.add_argument("--providers", default=",".join(PROVIDERS))
@@ -386,7 +421,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--device cuda but no CUDA device is visible")
     on_gpu = device == "cuda"
     reps = args.reps or (2 if args.quick else 50 if on_gpu else 10)
-    dtypes = [getattr(torch, name) for name in args.dtype.split(",")]
+    dtypes = args.dtype.split(",")
+    for name in dtypes:
+        if name not in PRECISIONS:
+            parser.error(f"unknown --dtype {name!r}; expected some of {','.join(PRECISIONS)}")
+        if name == "tf32" and not on_gpu:
+            parser.error("--dtype tf32 needs --device cuda (the CPU has no TensorFloat-32 products)")
     ops = args.ops.split(",")
     compile_ops = ops if args.compile_ops is None else args.compile_ops.split(",")
     large_ops = (args.large_ops or (",".join(ops) if on_gpu else "cross_entropy_all")).split(",")

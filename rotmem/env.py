@@ -70,14 +70,18 @@ def backend_lines() -> list[tuple[str, str]]:
     lines = []
     for device in devices:
         try:
-            name = backend.backend_name(torch.device(device))
-            usable = backend.available(name, device)
+            names = {op: backend.backend_name(torch.device(device), op) for op in OPS}
         except ValueError as error:  # a bad ROTMEM_BACKEND
             lines.append((f"ops on {device}", str(error)))
             continue
+        chosen = []
+        for name in dict.fromkeys(names.values()):
+            usable = (
+                "" if backend.available(name, device) else " (forced, but it cannot run here: ops will raise)"
+            )
+            chosen.append(f"{name}{usable} for {', '.join(op for op in OPS if names[op] == name)}")
         runs = ", ".join(n for n in backend.BACKENDS if backend.available(n, device))
-        chosen = name if usable else f"{name} (forced, but it cannot run here: ops will raise)"
-        lines.append((f"ops on {device}", f"{chosen} for {', '.join(OPS)}; can run: {runs}"))
+        lines.append((f"ops on {device}", f"{'; '.join(chosen)}; can run: {runs}"))
     return lines
 
 

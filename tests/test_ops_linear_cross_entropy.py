@@ -31,7 +31,11 @@ def inputs(batch, entities, width, seed=0, ignore=False, scale=0.5):
     target = torch.randint(0, entities, (batch,), generator=g)
     if ignore:
         target[::3] = -100
-    return [randn(batch, width, seed=seed, scale=scale), randn(entities, width, seed=seed + 1, scale=scale), target]
+    return [
+        randn(batch, width, seed=seed, scale=scale),
+        randn(entities, width, seed=seed + 1, scale=scale),
+        target,
+    ]
 
 
 def set_chunks(monkeypatch, rows: int | None, entities: int, grad_in_forward: bool | None) -> int:
@@ -83,7 +87,7 @@ def test_gradcheck_float64(grad_in_forward, monkeypatch):
     q, entity, target = inputs(5, 11, 6)
     target[1] = -100
     for reduction in ("mean", "sum", "none"):
-        fn = lambda q, e: lce.linear_cross_entropy(q, e, target, reduction)  # noqa: E731
+        fn = lambda q, e, reduction=reduction: lce.linear_cross_entropy(q, e, target, reduction)  # noqa: E731
         assert torch.autograd.gradcheck(fn, (q.requires_grad_(), entity.requires_grad_()))
         q, entity = q.detach(), entity.detach()
 
@@ -107,8 +111,14 @@ def test_one_input_needs_grad(monkeypatch):
         (lambda q, e, t: (q, e.double(), t, "mean"), "must share a float dtype"),
         (lambda q, e, t: (q, e, t.float(), "mean"), "target must be int64 [7]"),
         (lambda q, e, t: (q, e, t[:3], "mean"), "target must be int64 [7]"),
-        (lambda q, e, t: (q, e, torch.where(torch.arange(7) == 2, 20, t), "mean"), "target[2] = 20 is out of range"),
-        (lambda q, e, t: (q, e, torch.where(torch.arange(7) == 5, -1, t), "mean"), "target[5] = -1 is out of range"),
+        (
+            lambda q, e, t: (q, e, torch.where(torch.arange(7) == 2, 20, t), "mean"),
+            "target[2] = 20 is out of range",
+        ),
+        (
+            lambda q, e, t: (q, e, torch.where(torch.arange(7) == 5, -1, t), "mean"),
+            "target[5] = -1 is out of range",
+        ),
     ],
 )
 def test_errors_name_the_input(change, message):

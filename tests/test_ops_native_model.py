@@ -236,7 +236,7 @@ ops.rotate(torch.ones(1, 2), torch.ones(1, 1)); ops.rotate(torch.ones(1, 2), tor
 def test_rotmem_backend_names_a_bad_value(monkeypatch):
     monkeypatch.setenv("ROTMEM_BACKEND", "cuda")
     with pytest.raises(
-        ValueError, match=r"ROTMEM_BACKEND='cuda' is not one of \('torch', 'native', 'triton'\)"
+        ValueError, match=r"ROTMEM_BACKEND='cuda' is not one of \('torch', 'native', 'triton', 'compile'\)"
     ):
         backend.backend_name(torch.device("cpu"))
     monkeypatch.setenv("ROTMEM_BACKEND", " Auto ")  # automatic, as when unset

@@ -35,7 +35,7 @@ def shard_log_sum_exp(q: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """``logsumexp(q @ table^T, 1)``: ``[B]`` in float32 (float64 for float64), tile by tile."""
     rows, cols = ce_tiles.cross_entropy_blocks(q.shape[0], table.shape[0])
     no_target = torch.full((q.shape[0],), IGNORE_INDEX, dtype=torch.int64, device=q.device)
-    name = backend_name(q.device)
+    name = backend_name(q.device, "cross_entropy_all")
     if name == "native":
         return torch.ops.rotmem.cross_entropy_all(q, table, no_target, "none", rows, cols)[1]
     if name == "triton":
@@ -57,7 +57,7 @@ def shard_gradients(
     """``dL/dq``, ``dL/dtable`` for ``dL/dl_bk = g_b (exp(l_bk - lse_b) - [k == target_b])`` with
     ``target`` local rows of ``table``, ``lse`` the global log-sum-exp, ``grad_rows = g [B]``."""
     rows, cols = ce_tiles.cross_entropy_blocks(q.shape[0], table.shape[0])
-    name = backend_name(q.device)
+    name = backend_name(q.device, "cross_entropy_all")
     if name == "native":
         dq, dt = torch.ops.rotmem.cross_entropy_all_backward(
             grad_rows, q, table, target, lse, "none", rows, cols, need_q, need_table

@@ -15,14 +15,14 @@ from rotmem.ops.backend import backend_module, backend_name
 
 def rotate(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     """Rotate complex pairs of ``x [..., 2n]`` (split halves) by ``theta [..., n]`` radians."""
-    return backend_module(x.device).rotate(x, theta)
+    return backend_module(x.device, "rotate").rotate(x, theta)
 
 
 def unrotated_query(
     h: torch.Tensor, w: torch.Tensor, w_hat: torch.Tensor | None, theta: torch.Tensor
 ) -> torch.Tensor:
     """``Rot(Rot(h, theta) * w * w_hat, -theta)``: ``[B, 2n]``; ``w_hat=None`` for DistMult."""
-    return backend_module(h.device).unrotated_query(h, w, w_hat, theta)
+    return backend_module(h.device, "unrotated_query").unrotated_query(h, w, w_hat, theta)
 
 
 def unrotated_query_indexed(
@@ -43,21 +43,23 @@ def unrotated_query_indexed(
     ``sparse_grad``: the entity table's gradient is sparse, for a loss that also gives the table a
     dense gradient (see ``rotmem.ops.table_grad``).
     """
-    return backend_module(entity.device).unrotated_query_indexed(
+    return backend_module(entity.device, "unrotated_query_indexed").unrotated_query_indexed(
         entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0, sparse_grad
     )
 
 
 def score_all(q: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
     """Scores of ``q [B, 2n]`` against every row of ``entity [N, 2n]``: ``[B, N]``."""
-    return backend_module(q.device).score_all(q, entity)
+    return backend_module(q.device, "score_all").score_all(q, entity)
 
 
 def cross_entropy_all(
     q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, reduction: str = "mean"
 ) -> torch.Tensor:
     """1-vs-all cross-entropy over all entities (fused backends never hold ``[B, N]``)."""
-    return backend_module(q.device).cross_entropy_all(q, entity, target, reduction=reduction)
+    return backend_module(q.device, "cross_entropy_all").cross_entropy_all(
+        q, entity, target, reduction=reduction
+    )
 
 
 def filtered_rank_counts(
@@ -71,7 +73,7 @@ def filtered_rank_counts(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per query and CSR filter, candidates scoring above / equal to the target: ``(higher, ties)``
     int64 ``[F, B]`` (see ``reference.filtered_rank_counts``; fused backends never hold ``[B, N]``)."""
-    return backend_module(q.device).filtered_rank_counts(
+    return backend_module(q.device, "filtered_rank_counts").filtered_rank_counts(
         q, entity, target, filter_ptr, filter_idx, target_score, entity_offset
     )
 
@@ -81,12 +83,12 @@ def target_scores(
 ) -> torch.Tensor:
     """Each target's score ``[B]`` as ``filtered_rank_counts`` reads it, 0 for targets outside this
     shard ``entity`` (global ids ``entity_offset ..``): summed over shards, every target's score."""
-    return backend_module(q.device).target_scores(q, entity, target, entity_offset)
+    return backend_module(q.device, "target_scores").target_scores(q, entity, target, entity_offset)
 
 
 def n3(tensors: Sequence[torch.Tensor], kind: str = "l4") -> torch.Tensor:
     """The N3 (``"modulus3"``) or L4 (``"l4"``) regulariser summed over ``tensors``."""
-    return backend_module(tensors[0].device).n3(tensors, kind=kind)
+    return backend_module(tensors[0].device, "n3").n3(tensors, kind=kind)
 
 
 __all__ = [

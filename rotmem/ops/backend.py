@@ -1,8 +1,10 @@
-"""Backend selection: ``torch`` (reference), ``native`` (csrc), ``triton`` (CUDA).
+"""Backend selection: ``torch`` (reference), ``native`` (csrc), ``triton`` (CUDA), ``compile``
+(``torch.compile`` of the reference, ``rotmem.ops.compiled``).
 
-Automatic by device unless ``ROTMEM_BACKEND=torch|native|triton`` forces one: on a CUDA tensor
-Triton, else the native CUDA build, else torch; on the CPU the native build, else torch.
-Each backend is a module with the same functions as ``rotmem.ops.reference``.
+Automatic by device and op unless ``ROTMEM_BACKEND=torch|native|triton|compile`` forces one: on a
+CUDA tensor the fastest backend in the measured figures kept in ``rotmem.ops.cuda_measured`` that
+runs here; on the CPU the native build, else torch. Each backend is a module with the same
+functions as ``rotmem.ops.reference``.
 
 ``torch.compile`` traces the selection without a graph break: it reads ``ROTMEM_BACKEND`` and
 guards on its value (a change recompiles), and runs ``available`` once at trace time, keeping its
@@ -17,8 +19,15 @@ from types import ModuleType
 
 import torch
 
-BACKENDS = ("torch", "native", "triton")
-_MODULES = {"torch": "rotmem.ops.reference", "native": "rotmem.ops.native", "triton": "rotmem.ops.triton"}
+from rotmem.ops.cuda_measured import cuda_order
+
+BACKENDS = ("torch", "native", "triton", "compile")
+_MODULES = {
+    "torch": "rotmem.ops.reference",
+    "native": "rotmem.ops.native",
+    "triton": "rotmem.ops.triton",
+    "compile": "rotmem.ops.compiled",
+}
 _LOADED: dict[str, ModuleType | None] = {}  # backend name -> its module, None when it did not import
 
 
@@ -52,18 +61,19 @@ def available(name: str, device_type: str) -> bool:
     return True if check is None else bool(check(device_type))
 
 
-def backend_name(device: torch.device) -> str:
-    """The backend used for tensors on ``device``."""
+def backend_name(device: torch.device, op: str | None = None) -> str:
+    """The backend used for ``op`` (a ``rotmem.ops`` function's name; None: ops in general) on
+    ``device``."""
     forced = forced_backend()
     if forced is not None:
         return forced
-    order = ("triton", "native", "torch") if device.type == "cuda" else ("native", "torch")
+    order = cuda_order(op) if device.type == "cuda" else ("native", "torch")
     return next(name for name in order if available(name, device.type))
 
 
-def backend_module(device: torch.device) -> ModuleType:
-    """The module implementing the ops for ``device``; a forced backend that cannot run raises."""
-    name = backend_name(device)
+def backend_module(device: torch.device, op: str | None = None) -> ModuleType:
+    """The module implementing ``op`` for ``device``; a forced backend that cannot run raises."""
+    name = backend_name(device, op)
     if not available(name, device.type):
         module = _load(name)
         why = "it did not import" if module is None else module.unavailable_reason(device.type)

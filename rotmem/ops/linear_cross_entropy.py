@@ -180,10 +180,13 @@ def check_inputs(q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, re
             f"{tuple(entity.shape)}"
         )
     if q.dtype != entity.dtype or not q.is_floating_point():
-        raise ValueError(f"cross_entropy_all: q ({q.dtype}) and entity ({entity.dtype}) must share a float dtype")
+        raise ValueError(
+            f"cross_entropy_all: q ({q.dtype}) and entity ({entity.dtype}) must share a float dtype"
+        )
     if target.shape != (q.shape[0],) or target.dtype not in (torch.int64, torch.int32):
         raise ValueError(
-            f"cross_entropy_all: target must be int64 [{q.shape[0]}], got {target.dtype} {tuple(target.shape)}"
+            f"cross_entropy_all: target must be int64 [{q.shape[0]}], got {target.dtype} "
+            f"{tuple(target.shape)}"
         )
     if q.device != entity.device or q.device != target.device:
         raise ValueError(

@@ -1,7 +1,8 @@
 """``cross_entropy_all`` on the native kernels (``csrc/cross_entropy_driver.h``, per-device tile
 kernels in ``csrc/{cpu,cuda}/cross_entropy.*``), with its fakes and autograd formulas. It never
 holds the ``[B, N]`` logits; how it tiles them, and when it computes its gradients in the forward
-sweep, is ``rotmem.ops.ce_tiles``."""
+sweep, is ``rotmem.ops.ce_tiles``. On CUDA tensors ``cross_entropy_all`` runs cuBLAS products
+instead (``rotmem.ops.linear_cross_entropy``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 import torch
 
 from rotmem.ops import ce_tiles
+from rotmem.ops.linear_cross_entropy import linear_cross_entropy
 from rotmem.ops.native._extension import LIB, acc_dtype, empty
 from rotmem.ops.table_grad import is_traced
 
@@ -19,8 +21,15 @@ REDUCTIONS = ("mean", "sum", "none")
 def cross_entropy_all(
     q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, reduction: str = "mean"
 ) -> torch.Tensor:
-    """``rotmem.ops.reference.cross_entropy_all``, fused and tiled; float32 (float64 for float64
-    inputs). Targets equal to -100 are ignored, as in ``torch.nn.functional.cross_entropy``."""
+    """``rotmem.ops.reference.cross_entropy_all``: float32 (float64 for float64 inputs). Targets
+    equal to -100 are ignored, as in ``torch.nn.functional.cross_entropy``.
+
+    On the CPU the fused, tiled kernel; on CUDA cuBLAS products in chunks with the softmax gradient
+    written in place between them (``rotmem.ops.linear_cross_entropy``): a hand-written float32
+    product does not beat cuBLAS, and the tiled CUDA kernel stays reachable as
+    ``cross_entropy_tiled`` (the sharded cross-entropy's pieces use it)."""
+    if q.is_cuda:
+        return linear_cross_entropy(q, entity, target, reduction)
     if q.dim() != 2 or entity.dim() != 2:
         raise ValueError(
             f"expected q [B, D] and entity [N, D], got {tuple(q.shape)} and {tuple(entity.shape)}"
