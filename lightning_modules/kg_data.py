@@ -11,6 +11,7 @@ from lightning_modules.settings import check_settings
 from rotmem.data import TemporalKG, load_dataset, split_by_time
 from rotmem.data.negatives import SlotDays, SlotIndex, conflict_aware_negatives, negative_times
 from rotmem.data.time_split import hold_out_weeks as hold_out_weeks_of
+from rotmem.models.history import FactHistory
 
 
 class TemporalKGDataModule(pl.LightningDataModule):
@@ -24,6 +25,11 @@ class TemporalKGDataModule(pl.LightningDataModule):
     (``rotmem.data.split_by_time``); ``hold_out_weeks=n`` holds every n-th week out of training and
     validates and tests on those days (``rotmem.data.hold_out_weeks``). Under DDP each rank draws its
     negatives from the seed plus its rank.
+
+    ``history``: a model's ``FactHistory`` (``Phase2Module`` sets a host copy at setup): each
+    training batch then carries its ``history_counts`` (``FactHistory.training_counts``), counted
+    here on the host so that the step on a GPU never waits for them. ``drop_last``: leave out an
+    epoch's last, smaller batch, so that every step has the same shapes.
     """
 
     def __init__(
@@ -38,6 +44,7 @@ class TemporalKGDataModule(pl.LightningDataModule):
         num_negative_entities: int = 0,
         seed: int = 0,
         shuffle: bool = True,
+        drop_last: bool = False,
         time_split: tuple[str, str] | None = None,
         hold_out_weeks: int | None = None,
         kg: TemporalKG | None = None,
@@ -65,6 +72,7 @@ class TemporalKGDataModule(pl.LightningDataModule):
         days = self.kg.train[:, 3]
         self.day_range = (int(days.min()), int(days.max()))
         self.generator = torch.Generator().manual_seed(seed)
+        self.history: FactHistory | None = None
 
     def setup(self, stage: str) -> None:
         if self.trainer is not None:  # ranks of a DDP run must not draw the same negatives
@@ -93,6 +101,8 @@ class TemporalKGDataModule(pl.LightningDataModule):
         hp = self.hparams
         facts = self.kg.train[torch.as_tensor(indices)]
         batch = {"facts": facts}
+        if self.history is not None:
+            batch["history_counts"] = self.history.training_counts(facts)
         if hp.num_negative_times > 0:
             batch["negative_days"] = negative_times(
                 self.slot_days,
@@ -124,6 +134,7 @@ class TemporalKGDataModule(pl.LightningDataModule):
             range(self.kg.train.shape[0]),
             batch_size=self.hparams.batch_size,
             sampler=sampler,
+            drop_last=self.hparams.drop_last,
             collate_fn=self.make_batch,
             generator=self.generator,  # the negatives' draws; its state is what a checkpoint saves
         )

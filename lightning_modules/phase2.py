@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from contextlib import ExitStack
 from pathlib import Path
@@ -124,6 +125,10 @@ class Phase2Module(pl.LightningModule):
         history = getattr(self.model, "history", None)
         if history is not None and history.is_empty:
             history.index(kg.train)
+        data = self.trainer.datamodule if self.trainer is not None else None
+        if history is not None and stage == "fit" and hasattr(data, "history"):
+            # the batches carry their history counts, made on the host (no GPU wait in the step)
+            data.history = copy.deepcopy(history).cpu()
         if self.model.config.get("speed") == "gate" and stage == "fit":
             from rotmem.gate import relation_speeds
 
@@ -154,7 +159,7 @@ class Phase2Module(pl.LightningModule):
             return self._entity_parallel_step(entity_parallel.global_batch(self, batch))
         facts = batch["facts"]
         if hp.loss == "1vsall":
-            fit = one_vs_all_loss(self.model, facts)
+            fit = one_vs_all_loss(self.model, facts, batch.get("history_counts"))
         else:
             fit = self_adversarial_loss(
                 self.model,

@@ -10,12 +10,15 @@ import torch.nn.functional as F
 
 from rotmem import ops
 from rotmem.models.base import TemporalKGE, both_directions
+from rotmem.models.history import HistoryCounts
 from rotmem.ops.biased_cross_entropy import cross_entropy_all_biased
 
 DAYS_PER_YEAR = 365.25
 
 
-def one_vs_all_loss(model: TemporalKGE, facts: torch.Tensor) -> torch.Tensor:
+def one_vs_all_loss(
+    model: TemporalKGE, facts: torch.Tensor, history_counts: HistoryCounts | None = None
+) -> torch.Tensor:
     """``½(CE_tail + CE_head)``: 1-vs-all cross-entropy over all entities, both directions.
 
     ``facts [B, 4]`` int64 ``(h, r, t, day)``. Both directions' queries come from one fused query
@@ -24,6 +27,9 @@ def one_vs_all_loss(model: TemporalKGE, facts: torch.Tensor) -> torch.Tensor:
     gradient, so the queries' rows give theirs sparse (``rotmem.ops.table_grad``), and so may terms
     of the loss made after this one (``embedding_regularizer(..., sparse_grad=True)``): no second
     ``[N, 2n]`` tensor.
+
+    ``history_counts``: ``model.training_history_counts(facts)``, made beforehand where the batch
+    was made (the data loader); without them the history counts here, which on a GPU waits for it.
     """
     h, r, t, day = facts.unbind(1)
     known, relations, days, head = both_directions(facts)
@@ -35,7 +41,10 @@ def one_vs_all_loss(model: TemporalKGE, facts: torch.Tensor) -> torch.Tensor:
     queries = model.query_tails_and_heads(h, r, t, day, sparse_grad=True)
     targets = torch.cat([t, h])
     # a model with a history term: each training fact leaves itself out of its own counts
-    bias = model.history_bias(known, relations, days, head, exclude=targets)
+    if history_counts is not None:
+        bias = model.history.bias_from(history_counts, relations + head.long() * model.num_relations)
+    else:
+        bias = model.history_bias(known, relations, days, head, exclude=targets)
     if bias is None:
         return ops.cross_entropy_all(queries, candidates, targets)
     return cross_entropy_all_biased(queries, candidates, targets, *bias)

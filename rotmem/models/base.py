@@ -24,7 +24,7 @@ from torch import nn
 from rotmem import ops
 from rotmem.errors import UnknownNameError
 from rotmem.models.digest import DIGEST_KEY, state_digest
-from rotmem.models.history import FactHistory
+from rotmem.models.history import FactHistory, HistoryCounts
 
 
 def both_directions(facts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -174,6 +174,10 @@ class TemporalKGE(nn.Module):
         if self.history is None:
             return None
         return self.history.bias(e, r + head.long() * self.num_relations, tau, exclude)
+
+    def training_history_counts(self, facts: torch.Tensor) -> HistoryCounts | None:
+        """``FactHistory.training_counts(facts)``, or None without a history."""
+        return None if self.history is None else self.history.training_counts(facts)
 
     def score(
         self,

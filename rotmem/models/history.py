@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -282,13 +283,13 @@ class FactHistory(nn.Module):
         summed = torch.zeros(pair.numel(), width, device=day.device).index_add_(0, which, torch.cat(counts))
         return pair // self.num_entities, pair % self.num_entities, torch.log1p(summed)
 
-    def rule_bias(
+    def rule_counts(
         self, e: torch.Tensor, rel: torch.Tensor, tau: torch.Tensor, exclude: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(rows [P], answers [P], bias [P] >= 0)`` of the rule counts: for each (query, answer)
-        with facts ``(e, r', answer)`` near ``tau``, ``Σ_{r', k} softplus(u_{rel, r', k}) · log(1 +
-        count_{r', k})`` over the rule windows ``k``. ``exclude``: as in ``features``; the own fact
-        is the entry of the query's answer and relation at gap 0."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(rows [Q], answers [Q], known [Q], features [Q, K])`` of the rule counts: for each
+        (query, answer, relation ``r'``) with facts ``(e, r', answer)`` near ``tau``, ``log(1 +
+        count)`` per rule window ``k``. ``exclude``: as in ``features``; the own fact is the entry of
+        the query's answer and relation at gap 0."""
         windows = self.rule_windows
         rows, entry, gaps = self._entries("pair", e, tau.floor().long(), int(windows[-1]), exclude, rel)
         answers, known = self.pair_answers[entry], self.pair_relations[entry]
@@ -298,29 +299,86 @@ class FactHistory(nn.Module):
         inside = (gaps.unsqueeze(1) <= windows).to(torch.float32)
         counts = torch.zeros(triple.numel(), windows.numel(), device=e.device).index_add_(0, which, inside)
         pair, known = triple // relations, triple % relations
-        weight = F.softplus(self.rule_weight[rel[pair // self.num_entities], known])
-        return pair // self.num_entities, pair % self.num_entities, (torch.log1p(counts) * weight).sum(1)
+        return pair // self.num_entities, pair % self.num_entities, known, torch.log1p(counts)
+
+    def counts(
+        self, e: torch.Tensor, rel: torch.Tensor, tau: torch.Tensor, exclude: torch.Tensor | None = None
+    ) -> HistoryCounts:
+        """What the history knows of queries ``(e, rel, ?, tau)``, before any learned weight: the
+        data-dependent half of ``bias`` (its sizes depend on the data, so on a GPU it would wait for
+        the device; computed on the host where the batch is made, it never does)."""
+        parts = []
+        if self.weight.shape[1]:
+            parts.append(self.features(e, rel, tau, exclude))
+        rules = self.rule_counts(e, rel, tau, exclude) if self.rule_weight is not None else None
+        if rules is not None:
+            parts.append(rules[:2])
+        keys = torch.cat([rows * self.num_entities + answers for rows, answers, *_ in parts])
+        pair, which = torch.unique(keys, return_inverse=True)
+        width = self.weight.shape[1]
+        features = torch.zeros(pair.numel(), width, device=keys.device)
+        if width:
+            features[which[: parts[0][0].numel()]] = parts[0][2]
+        empty = keys.new_zeros(0)
+        rule_pairs, known, rule_features = empty, empty, features.new_zeros(0, 0)
+        if rules is not None:
+            rule_pairs, known, rule_features = which[keys.numel() - rules[0].numel() :], rules[2], rules[3]
+        return HistoryCounts(
+            pair // self.num_entities, pair % self.num_entities, features, rule_pairs, known, rule_features
+        )
+
+    def training_counts(self, facts: torch.Tensor) -> HistoryCounts:
+        """``counts`` of the training queries of ``facts [B, 4]`` ``(h, r, t, day)``: tail queries
+        then head queries (relation ``R + r``), each fact left out of its own counts, as
+        ``rotmem.losses.one_vs_all_loss`` asks them. Made where the batch is made (the data
+        loader, on the host), they spare a GPU step the waits of counting."""
+        h, r, t, day = facts.long().unbind(1)
+        known, rel = torch.cat([h, t]), torch.cat([r, r + self.num_relations])
+        return self.counts(known, rel, torch.cat([day, day]).double(), exclude=torch.cat([t, h]))
+
+    def bias_from(
+        self, counts: HistoryCounts, rel: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(rows [P], answers [P], bias [P] >= 0)`` from ``counts`` (of queries of relations
+        ``rel``): the learned half of ``bias``, fixed-size tensor ops only (no wait for a GPU)."""
+        rows = counts.rows
+        bias = counts.features.new_zeros(rows.numel())
+        if self.weight.shape[1]:
+            weight = F.softplus(self.weight).index_select(0, rel[rows])
+            bias = (counts.features.to(weight.dtype) * weight).sum(1)
+        if self.rule_weight is not None:
+            asked = rel[rows[counts.rule_pairs]]
+            weight = F.softplus(self.rule_weight[asked, counts.rule_relations])
+            bias = bias.index_add(
+                0, counts.rule_pairs, (counts.rule_features.to(weight.dtype) * weight).sum(1)
+            )
+        return rows, counts.answers, bias
 
     def bias(
         self, e: torch.Tensor, rel: torch.Tensor, tau: torch.Tensor, exclude: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(rows [P], answers [P], bias [P] >= 0)``: the history's score for each (query, answer)
-        it has counts for (``features``, plus ``rule_bias`` with rule windows), distinct pairs;
-        every other candidate gets 0."""
-        parts = []
-        if self.weight.shape[1]:
-            rows, answers, features = self.features(e, rel, tau, exclude)
-            weight = F.softplus(self.weight).index_select(0, rel[rows])
-            parts.append((rows, answers, (features.to(weight.dtype) * weight).sum(1)))
-        if self.rule_weight is not None:
-            parts.append(self.rule_bias(e, rel, tau, exclude))
-        if len(parts) == 1:
-            return parts[0]
-        keys = torch.cat([rows * self.num_entities + answers for rows, answers, _ in parts])
-        pair, which = torch.unique(keys, return_inverse=True)
-        values = torch.cat([value for _, _, value in parts])
-        summed = values.new_zeros(pair.numel()).index_add_(0, which, values)
-        return pair // self.num_entities, pair % self.num_entities, summed
+        it has counts for, distinct pairs: ``Σ_k softplus(v_{rel,k}) · features_k`` over the slot and
+        pair windows plus ``Σ_{r',k} softplus(u_{rel,r',k}) · rule_features_{r',k}`` over the rule
+        windows; every other candidate gets 0. ``counts`` then ``bias_from``."""
+        return self.bias_from(self.counts(e, rel, tau, exclude), rel)
+
+
+class HistoryCounts(NamedTuple):
+    """A batch's history counts (``FactHistory.counts``): pairs ``(rows [P], answers [P])`` of
+    (query, answer) with ``features [P, W]`` (slot then pair windows), and the rule counts
+    ``rule_features [Q, K]`` of pair ``rule_pairs [Q]`` through known relation ``rule_relations [Q]``.
+    A batch may carry them (made on the host with the batch) to the step on any device."""
+
+    rows: torch.Tensor
+    answers: torch.Tensor
+    features: torch.Tensor
+    rule_pairs: torch.Tensor
+    rule_relations: torch.Tensor
+    rule_features: torch.Tensor
+
+    def to(self, device: torch.device | str) -> HistoryCounts:
+        return HistoryCounts(*(part.to(device, non_blocking=True) for part in self))
 
 
 @contextmanager

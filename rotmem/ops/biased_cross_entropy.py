@@ -19,7 +19,8 @@ from __future__ import annotations
 import torch
 
 from rotmem import ops
-from rotmem.ops.table_grad import gather_rows
+from rotmem.host_syncs import cpu_only
+from rotmem.ops.table_grad import gather_rows, is_traced
 
 PAD = 16
 NO_MASS = -1e4  # log C_r of a row with no biased pair: e^-1e4 is 0, and 0 * -1e4 is not NaN
@@ -39,16 +40,20 @@ def cross_entropy_all_biased(
     logits at ``(rows [P], cols [P])`` (distinct pairs), ``target [B]`` (module docstring).
     ``reduction``: ``"mean"`` or ``"sum"``. ``sparse_grad``: the pairs' entity rows give the table
     a sparse gradient (``rotmem.ops.table_grad``), for a loss whose CE gives it a dense one."""
-    if bias.numel() and bool((bias < 0).any()):
-        raise ValueError("cross_entropy_all_biased takes non-negative biases only")
     if reduction not in ("mean", "sum"):
         raise ValueError(f"unknown reduction {reduction!r}; expected 'mean' or 'sum'")
+    if bias.numel() and not is_traced(bias) and bias.device.type == "cpu":
+        with cpu_only():  # on a GPU the check would wait for it: its biases come from a softplus
+            if bool((bias < 0).any()):
+                raise ValueError("cross_entropy_all_biased takes non-negative biases only")
+    # Fixed-size tensor ops only below, so that a step on a GPU never waits for it: a zero bias
+    # (no mass; log(expm1(0)) is -inf, module docstring) is masked to -inf, not filtered out.
     batch, width = q.shape
-    used = bias > 0  # a zero bias adds no mass (and log(expm1(0)) is -inf: module docstring)
-    rows, cols, bias = rows[used], cols[used], bias[used]
-    pair_logits = (q.index_select(0, rows) * gather_rows(entity, cols, sparse_grad)).sum(1)
     acc = torch.promote_types(q.dtype, torch.float32)
-    term = pair_logits.to(acc) + torch.log(torch.expm1(bias.to(acc)))
+    used = bias > 0
+    safe_bias = torch.where(used, bias.to(acc), torch.ones_like(bias, dtype=acc))
+    pair_logits = (q.index_select(0, rows) * gather_rows(entity, cols, sparse_grad)).sum(1)
+    term = torch.where(used, pair_logits.to(acc) + torch.log(torch.expm1(safe_bias)), float("-inf"))
     peak = torch.full((batch,), float("-inf"), dtype=acc, device=q.device)
     peak = peak.scatter_reduce(0, rows, term.detach(), "amax")
     peak = torch.where(torch.isfinite(peak), peak, torch.zeros_like(peak))
@@ -62,5 +67,5 @@ def cross_entropy_all_biased(
     loss = ops.cross_entropy_all(wide_q, wide_entity, target, reduction="sum")
     # minus the target's own bias, where it has one
     on_target = cols == target[rows]
-    loss = loss - bias[on_target].to(loss.dtype).sum()
+    loss = loss - torch.where(on_target, bias.to(loss.dtype), 0.0).sum()
     return loss / batch if reduction == "mean" else loss

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import torch
 
+from rotmem.host_syncs import cpu_only
 from rotmem.ops import ce_tiles
 
 IGNORE_INDEX = -100
@@ -194,9 +195,10 @@ def check_inputs(q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, re
             f"{entity.device}, {target.device}"
         )
     if target.device.type == "cpu" and target.numel():
-        bad = (target != IGNORE_INDEX) & ((target < 0) | (target >= entity.shape[0]))
-        if bool(bad.any()):
-            i = int(bad.nonzero()[0, 0])
+        with cpu_only():
+            bad = (target != IGNORE_INDEX) & ((target < 0) | (target >= entity.shape[0]))
+            i = int(bad.nonzero()[0, 0]) if bool(bad.any()) else -1
+        if i >= 0:
             raise IndexError(
                 f"cross_entropy_all: target[{i}] = {int(target[i])} is out of range for "
                 f"{entity.shape[0]} entities"

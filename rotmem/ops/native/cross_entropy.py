@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import torch
 
+from rotmem.host_syncs import cpu_only
 from rotmem.ops import ce_tiles
 from rotmem.ops.linear_cross_entropy import linear_cross_entropy
 from rotmem.ops.native._extension import LIB, acc_dtype, empty
@@ -66,8 +67,10 @@ def cross_entropy_tiled(
 def _times(grad: torch.Tensor, grad_loss: torch.Tensor) -> torch.Tensor:
     """``grad * grad_loss``, skipping the pass over ``grad`` (an ``[N, 2n]`` table) in eager CPU
     code when the output gradient is exactly 1, as it is for a loss that is the CE itself."""
-    if not is_traced(grad_loss) and grad_loss.device.type == "cpu" and grad_loss.item() == 1.0:
-        return grad
+    if not is_traced(grad_loss) and grad_loss.device.type == "cpu":
+        with cpu_only():
+            if grad_loss.item() == 1.0:
+                return grad
     return grad * grad_loss
 
 
