@@ -22,6 +22,7 @@ from mcp.server.mcpserver import MCPServer  # noqa: E402
 from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 
 from rotmem.memory.records import ExtractedFact, check_day  # noqa: E402
+from rotmem.memory.tem_store import check_question  # noqa: E402
 from rotmem.server.pool import MemoryPool  # noqa: E402
 
 
@@ -80,6 +81,7 @@ def build_server(pool: MemoryPool, namespace: str = "default") -> MCPServer:
         return "\n".join(lines)
 
     def _search(question: str, k: int, now: str | None) -> str:
+        check_question(question)
         day = None if now is None else check_day(now, "search_memory", "now")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 100:
             raise ValueError(f"k must be an integer in 1..100, got {k!r}")
