@@ -10,7 +10,7 @@ s1: Alice moved to Berlin
 
 from rotmem.memory.encoder import HashingEncoder, SentenceEncoder, TextEncoder
 from rotmem.memory.online_fit import FitConfig
-from rotmem.memory.records import DroppedFact, DuplicateSessionError, Passage, Record, Session, SessionResult
+from rotmem.memory.records import DuplicateSessionError, Passage, Record, Session, SessionResult
 from rotmem.memory.relation_weights import DEFAULT_SYNONYMS, DEFAULT_WEIGHTS, RelationWeights
 from rotmem.memory.render import render
 from rotmem.memory.tem_store import TEMStore
@@ -19,7 +19,6 @@ from rotmem.memory.temporal_memory import TemporalMemory
 __all__ = [
     "DEFAULT_SYNONYMS",
     "DEFAULT_WEIGHTS",
-    "DroppedFact",
     "DuplicateSessionError",
     "FitConfig",
     "HashingEncoder",

@@ -4,7 +4,8 @@ Every ``/v1`` route needs ``Authorization: Bearer <key>``; the key names the nam
 reads, searches, counts and deletes its own namespace only (there is no namespace parameter).
 
 - ``POST /v1/sessions``: add a session (facts and/or text, told on ``date``; without facts the
-  configured extractor reads them from the text) -> its index, each fact's record id, dropped facts.
+  configured extractor reads them from the text) -> its index, each fact's record id, and whether
+  each fact's object was found in the text (``verified``; a fact is never dropped).
 - ``POST /v1/search``: ``question``, ``k``, ``now`` -> the top-``k`` records by RoMem's time-aware
   score (``TemporalMemory.retrieve``), the query mode, and the rendered evidence with
   ``[historical]`` labels. The question is embedded inside the request.
@@ -136,6 +137,7 @@ def record_json(record: Record, t_happen: float | None = None, t_obs: float | No
         "session_index": record.session_index,
         "historical": record.historical,
         "relation_type": record.relation_type,
+        "verified": record.verified,
         "sources": list(record.sources),
         "t_happen": None if t_happen is None else date_of(t_happen),
         "t_obs": None if t_obs is None else date_of(t_obs),
@@ -204,7 +206,7 @@ async def refuse(send: Any, status: int, message: str) -> None:
 
 def texts_to_embed(body: SessionIn) -> list[str]:
     """The texts the store will embed for ``body`` (its facts, turns and summaries), so they can be
-    embedded before the namespace lock is taken (a fact the text check drops costs one vector)."""
+    embedded before the namespace lock is taken."""
     facts = [fact_text(f.subject, f.relation, f.object) for f in body.facts or ()]
     turns = body.turns
     if turns is None:  # as ``Session``: the non-empty lines of the text
@@ -291,8 +293,8 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
             "session_id": result.session_id,
             "session_index": result.session_index,
             "fact_ids": result.fact_ids,
+            "verified": result.verified,
             "passage_ids": result.passage_ids,
-            "dropped": [{"fact": list(d.fact), "reason": d.reason} for d in result.dropped],
         }
 
     @app.post("/v1/search")

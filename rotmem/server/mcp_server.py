@@ -42,7 +42,7 @@ def build_server(pool: MemoryPool, namespace: str = "default") -> MCPServer:
     ) -> str:
         """Store one conversation session told on `date` (YYYY-MM-DD): facts as {subject, relation,
         object, t_happen?} objects, and/or the session text (facts whose object is not in the text are
-        dropped). Returns what was stored."""
+        stored, marked unverified). Returns what was stored."""
         try:
             return _add(session_id, date, facts, text)
         except ValueError as error:
@@ -75,9 +75,14 @@ def build_server(pool: MemoryPool, namespace: str = "default") -> MCPServer:
             ]
         with pool.use(namespace, create=True) as memory:
             result = memory.add_session(session_id, items, date=date, text=text)
+            ids = [i for i, ok in zip(result.fact_ids, result.verified, strict=True) if not ok]
+            unverified = memory.store.records_by_id(ids) if text and ids else {}
         stored = f"stored {len(result.record_ids)} fact(s)"
         lines = [f"session {result.session_id!r} (index {result.session_index}): {stored}"]
-        lines += [f"dropped {'|'.join(d.fact)}: {d.reason}" for d in result.dropped]
+        lines += [
+            f"unverified {r.subject}|{r.relation}|{r.object}: object not found in the session text"
+            for r in unverified.values()
+        ]
         return "\n".join(lines)
 
     def _search(question: str, k: int, now: str | None) -> str:
