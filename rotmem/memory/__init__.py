@@ -4,8 +4,8 @@
 >>> store.add_session("s1", [("Alice", "lives in", "Paris")], text="Alice: I live in Paris.")
 >>> store.add_session("s2", [("Alice", "moved to", "Berlin")], text="Alice: I moved to Berlin!")
 >>> print(store.render(store.retrieve("Where does Alice live?")))
-s0: Alice lives in Paris [historical]
 s1: Alice moved to Berlin
+s0: Alice lives in Paris [historical]
 """
 
 from rotmem.memory.encoder import HashingEncoder, SentenceEncoder, TextEncoder

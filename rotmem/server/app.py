@@ -9,15 +9,20 @@ reads, searches, counts and deletes its own namespace only (there is no namespac
 - ``POST /v1/search``: ``question``, ``k``, ``now`` -> the top-``k`` records by RoMem's time-aware
   score (``TemporalMemory.retrieve``), the query mode, and the rendered evidence with
   ``[historical]`` labels. The question is embedded inside the request.
-- ``GET /v1/subjects/{subject}/history?relation=``: every version of a subject, in source order.
+- ``GET /v1/subjects/{subject}/history?relation=``: every version of a subject, in source order (a
+  path route: a subject with ``/`` is sent as is or as ``%2F``).
 - ``GET /v1/records/{id}``: one record.  ``GET /v1/stats``: the namespace's counts.
 - ``DELETE /v1/namespace``: delete every record of the namespace (the right to be forgotten).
 - ``GET /healthz`` (the process answers), ``GET /readyz`` (the encoder is loaded and the storage
   answers; 503 with the reason otherwise), ``GET /docs`` (OpenAPI).
 
-Errors are JSON ``{"error": "<one line>"}`` with the messages the CLI prints: 400 bad input, 401 no
-or unknown key, 404 no such record, 409 a session id already stored, 413 a body over the limit,
-422 a body that does not match the schema.
+Bodies are JSON (``Content-Type: application/json``, else 415), validated strictly (a boolean or a
+string is not a number or a day). Every refusal, the framework's own included, is JSON
+``{"error": "<one line>"}`` with the messages the CLI prints: 400 bad input (a blank question, a body
+not UTF-8 or nested too deeply), 401 no or unknown key, 404 no such record or route, 405 wrong
+method, 409 a session id already stored, 413 a body over the limit (declared or chunked), 415 not
+JSON, 422 a body that does not match the schema or is malformed JSON, 500 an internal error (no
+detail leaves the server).
 """
 
 from __future__ import annotations
