@@ -56,7 +56,8 @@ def _day_value(value: Any) -> Any:
     """A day as JSON sends it: a ``"YYYY-MM-DD"`` string or a number of days; a boolean (which a
     lax schema would read as day 0 or 1, in 1970) or anything else is refused."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(f"expected 'YYYY-MM-DD' or days since 1970-01-01, got {json.dumps(value)}")
+        got = json.dumps(value)
+        raise ValueError(f"expected 'YYYY-MM-DD' or days since 1970-01-01, got {got[:40]}")
     return value
 
 

@@ -50,7 +50,8 @@ def build_server(pool: MemoryPool, namespace: str = "default") -> MCPServer:
 
     @server.tool()
     def search_memory(question: str, k: int = 15, now: str | None = None) -> str:
-        """The memory's evidence for `question`: one dated line per fact, in the order they were told;
+        """The memory's evidence for `question`: one dated line per fact, the current version of a fact
+        before its older ones (for a question about the past: the version valid then first);
         lines marked [historical] are out of date. `now`: the day the question is asked (YYYY-MM-DD)."""
         try:
             return _search(question, k, now)
