@@ -76,7 +76,7 @@ def test_a_reader_answers_from_the_rendered_evidence():
 
     assert isinstance(reader, Reader)
     assert memory.answer("Where does Ann live?", reader, k=5) == "Lima"
-    assert seen[0][1] == "2020-01-05: Ann lives in Oslo [historical]\n2021-02-01: Ann moved to Lima"
+    assert seen[0][1] == "2021-02-01: Ann moved to Lima\n2020-01-05: Ann lives in Oslo [historical]"
 
 
 def test_prompt_reader_fills_the_template_and_load_reader_names_bad_specs(monkeypatch):

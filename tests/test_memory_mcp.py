@@ -71,12 +71,13 @@ def test_the_sdk_client_adds_and_searches_over_stdio(tmp_path):
     assert tools == ["add_memory", "search_memory"]
     assert text_of(first) == "session 's1' (index 0): stored 1 fact(s)"
     assert text_of(second).splitlines() == [
-        "session 's2' (index 1): stored 1 fact(s)",
-        "dropped Ann|likes|tea: object not found in the session text",
+        "session 's2' (index 1): stored 2 fact(s)",
+        "unverified Ann|likes|tea: object not found in the session text",
     ]
     assert text_of(found).splitlines() == [
+        "2021-02-14: Ann moved to Lima",  # "last month": the middle of February; the current version first
         "2020-01-05: Ann lives in Oslo [historical]",
-        "2021-02-14: Ann moved to Lima",  # "last month": the middle of February
+        "2021-03-01: Ann likes tea",  # stored unverified, never dropped
     ]
     assert bad.is_error and "fact 0: t_happen 20240101 is outside the calendar" in text_of(bad)
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["ann.db"]

@@ -11,6 +11,7 @@ import pytest
 
 from rotmem.memory import HashingEncoder
 from rotmem.memory.temporal_memory import Query, TemporalMemory
+from rotmem.memory.tense import present_order
 
 WORDS = ["rome", "paris", "lisbon", "tea", "coffee", "chess", "nurse", "pilot"]
 
@@ -39,7 +40,7 @@ def reference(memory: TemporalMemory, question: str, k: int) -> list[int]:
     """The ranking the module documents, computed over every candidate without shortcuts."""
     candidates = memory.store.retrieve(question, k=max(k, memory.candidates))
     top = sorted(candidates, key=lambda r: (-max(r.score, 0.0), r.session_index, r.id))[:k]
-    return [r.id for r in sorted(top, key=lambda r: (r.session_index, r.id))]
+    return [r.id for r in present_order(top, question, None, None, memory.store.version_group)]
 
 
 QUESTIONS = ["where does p1 live", "does p2 like tea", "zzz unrelated words", "p3 works as pilot"]

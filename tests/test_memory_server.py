@@ -4,10 +4,15 @@ nor delete B's records) on SQLite files and on a real Postgres server."""
 
 from __future__ import annotations
 
+import http.client
 import json
+import os
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +28,8 @@ from rotmem.server.app import create_app  # noqa: E402
 from rotmem.server.keys import KeyRing, token_hash  # noqa: E402
 from rotmem.server.pool import MemoryPool  # noqa: E402
 from tests.postgres_server import new_namespace  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -56,6 +63,19 @@ def run_server(
 @pytest.fixture(params=["sqlite", "postgres"])
 def service(request, tmp_path) -> Iterator[Service]:
     store = request.getfixturevalue("postgres_dsn") if request.param == "postgres" else str(tmp_path)
+    with serving(store) as running:
+        yield running
+
+
+@pytest.fixture
+def sqlite_service(tmp_path) -> Iterator[Service]:
+    """The service on SQLite files only (for checks of the HTTP layer, which no backend touches)."""
+    with serving(str(tmp_path)) as running:
+        yield running
+
+
+@contextmanager
+def serving(store: str) -> Iterator[Service]:
     names = {"a": new_namespace(), "b": new_namespace()}
     ring = KeyRing()
     tokens = {names[who]: ring.add(names[who]) for who in ("a", "b")}
@@ -86,26 +106,28 @@ def test_add_search_history_record_stats(service):
         first = add(
             a, "s1", "2020-01-05", [fact("Ann", "lives in", "Oslo"), fact("Ann", "likes", "tea")], "Ann: Oslo"
         )
-        assert first["fact_ids"] == [0, None] and first["dropped"][0]["fact"] == ["Ann", "likes", "tea"]
+        assert first["fact_ids"] == [0, 1] and first["verified"] == [True, False] and "dropped" not in first
         add(a, "s2", "2021-03-01", [fact("Ann", "moved to", "Lima", t_happen="2021-02-01")])
         found = a.post("/v1/search", json={"question": "Where does Ann live?", "k": 5}).json()
         assert found["evidence"].splitlines() == [
+            "2021-02-01: Ann moved to Lima",  # the current version first
             "2020-01-05: Ann lives in Oslo [historical]",
-            "2021-02-01: Ann moved to Lima",
+            "2020-01-05: Ann likes tea",  # not in the text: stored, unverified
         ]
-        assert [r["object"] for r in found["records"]] == ["Oslo", "Lima"] and found[
-            "mode"
-        ] == "time-agnostic"
+        assert [r["object"] for r in found["records"]] == ["Lima", "Oslo", "tea"]
+        assert [r["verified"] for r in found["records"]] == [False, True, False] and found["mode"] == (
+            "time-agnostic"
+        )
         history = a.get("/v1/subjects/ann/history", params={"relation": "residence"}).json()
         assert [(r["object"], r["historical"]) for r in history["records"]] == [
             ("Oslo", True),
             ("Lima", False),
         ]
-        record = a.get("/v1/records/1").json()
+        record = a.get("/v1/records/2").json()
         assert (record["object"], record["t_happen"], record["t_obs"]) == ("Lima", "2021-02-01", "2021-03-01")
         stats = a.get("/v1/stats").json()
         assert {k: stats[k] for k in ("sessions", "facts", "historical", "latest")} == {
-            "sessions": 2, "facts": 2, "historical": 1, "latest": "2021-03-01"
+            "sessions": 2, "facts": 3, "historical": 1, "latest": "2021-03-01"
         }  # fmt: skip
 
 
@@ -268,3 +290,194 @@ def test_deleting_a_sqlite_namespace_removes_its_file(tmp_path):
     assert pool.delete("alice") is True
     assert [p.name for p in Path(tmp_path).iterdir()] == []
     pool.close()
+
+
+def test_booleans_and_strings_are_not_numbers(sqlite_service):
+    facts = [fact("A", "lives in", "Rome")]
+    refused = {
+        "body.date": ("/v1/sessions", {"session_id": "s1", "date": True, "facts": facts}),
+        "body.facts.0.t_happen": (
+            "/v1/sessions",
+            {
+                "session_id": "s1",
+                "date": "2024-01-05",
+                "facts": [fact("A", "lives in", "Rome", t_happen=False)],
+            },
+        ),
+        "body.session_index": (
+            "/v1/sessions",
+            {"session_id": "s1", "date": "2024-01-05", "facts": facts, "session_index": "1"},
+        ),
+        "body.now": ("/v1/search", {"question": "where", "now": False}),
+        "body.k": ("/v1/search", {"question": "where", "k": "5"}),
+    }
+    with sqlite_service.client("a") as a:
+        for field, (path, body) in refused.items():
+            response = a.post(path, json=body)
+            assert response.status_code == 422 and response.json()["error"].startswith(f"{field}: "), field
+        for k in (True, 2.0):
+            assert a.post("/v1/search", json={"question": "where", "k": k}).status_code == 422
+        assert "got true" in a.post("/v1/sessions", json=refused["body.date"][1]).json()["error"]
+        assert a.get("/v1/stats").json()["sessions"] == 0  # nothing was stored as a 1970 day
+        add(a, "s1", 19727, facts)  # days since 1970 as a number are still a day
+        assert a.get("/v1/records/0").json()["t_obs"] == "2024-01-05"
+
+
+def raw_request(url: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
+    """``(status, json)`` of a request sent as written (httpx would normalise ``..`` in a path)."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def test_every_refusal_uses_the_documented_error_shape(sqlite_service, monkeypatch):
+    as_json = {"content-type": "application/json"}
+
+    def chunks(size: int) -> Iterator[bytes]:  # no Content-Length: sent chunked
+        for _ in range(size // 1024):
+            yield b" " * 1024
+
+    with sqlite_service.client("a") as a:
+        auth = {"Authorization": a.headers["authorization"]}
+        refusals = {
+            "invalid UTF-8": (400, a.post("/v1/search", content=b'{"question": "\xff"}', headers=as_json)),
+            "deep JSON": (400, a.post("/v1/search", content=b"[" * 30_000 + b"]" * 30_000, headers=as_json)),
+            "malformed JSON": (422, a.post("/v1/search", content=b'{"question": ', headers=as_json)),
+            "chunked over the limit": (413, a.post("/v1/search", content=chunks(70_000), headers=as_json)),
+            "declared over the limit": (413, a.post("/v1/search", content=b" " * 70_000, headers=as_json)),
+            "form body": (415, a.post("/v1/search", data={"question": "x"})),
+            "no content type": (415, a.post("/v1/search", content=b'{"question": "x"}')),
+            "unknown route": (404, a.get("/v1/nothing")),
+            "wrong method": (405, a.put("/v1/search", json={"question": "x"})),
+            "schema": (422, a.post("/v1/search", json={"k": 3})),
+            "no record": (404, a.get("/v1/records/5")),
+        }
+        for name, (status, response) in refusals.items():
+            assert response.status_code == status, (name, response.text)
+            assert set(response.json()) == {"error"} and "\n" not in response.json()["error"], name
+        assert "UTF-8" in refusals["invalid UTF-8"][1].json()["error"]
+        assert "nested too deeply" in refusals["deep JSON"][1].json()["error"]
+        assert (
+            refusals["malformed JSON"][1].json()["error"].startswith("body: malformed JSON at character 13")
+        )
+        assert refusals["chunked over the limit"][1].json() == {"error": "request body over 65536 bytes"}
+        assert "Content-Type: application/json" in refusals["form body"][1].json()["error"]
+        assert "application/x-www-form-urlencoded" in refusals["form body"][1].json()["error"]
+        assert refusals["wrong method"][1].headers["allow"] == "POST"
+        for path in ("/v1/../v1/stats", "/v1/subjects/x/../../stats", "/v1/%2E%2E/stats"):
+            status, body = raw_request(sqlite_service.url, "GET", path, headers=auth)
+            assert status == 404 and set(body) == {"error"}, path
+        with_charset = a.post(
+            "/v1/search",
+            content=b'{"question": "x"}',
+            headers={"content-type": "application/json; charset=utf-8"},
+        )
+        assert with_charset.status_code == 200
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("secret internal detail")
+
+        monkeypatch.setattr(sqlite_service.pool, "search", broken)
+        internal = a.post("/v1/search", json={"question": "x"})
+        assert internal.status_code == 500 and internal.json() == {"error": "internal server error"}
+
+
+def test_a_subject_with_a_slash_round_trips(sqlite_service):
+    with sqlite_service.client("a") as a:
+        add(a, "s1", "2020-01-01", [fact("AC/DC", "plays", "hard rock"), fact("AC", "plays", "jazz")])
+        for path in (
+            "/v1/subjects/AC%2FDC/history",
+            "/v1/subjects/AC/DC/history",
+            "/v1/subjects/ac%2Fdc/history",
+        ):
+            history = a.get(path, params={"relation": "plays"}).json()
+            assert [(r["subject"], r["object"]) for r in history["records"]] == [("AC/DC", "hard rock")], path
+        assert [r["object"] for r in a.get("/v1/subjects/AC/history").json()["records"]] == ["jazz"]
+
+
+def test_a_fact_the_text_does_not_mention_is_stored_unverified_not_dropped(sqlite_service):
+    with sqlite_service.client("a") as a:
+        added = add(
+            a,
+            "s1",
+            "2024-01-05",
+            [fact("Bo", "lives in", "Oslo"), fact("Bo", "likes", "tea")],
+            "Bo: I live in Oslo",
+        )
+        assert added["fact_ids"] == [0, 1] and added["verified"] == [True, False] and "dropped" not in added
+        tea = a.get("/v1/records/1").json()
+        assert (tea["object"], tea["verified"]) == ("tea", False)
+        found = a.post("/v1/search", json={"question": "what does Bo like", "k": 5}).json()
+        assert "2024-01-05: Bo likes tea" in found["evidence"].splitlines()
+        assert a.get("/v1/stats").json()["facts"] == 2
+
+
+def test_a_blank_question_is_refused_with_or_without_data(sqlite_service):
+    with sqlite_service.client("a") as a:
+        for question in ("", "   ", "\n\t"):
+            response = a.post("/v1/search", json={"question": question})
+            assert (
+                response.status_code == 400
+                and "question must be a non-empty string" in response.json()["error"]
+            )
+        add(a, "s1", "2024-01-05", [fact("Bo", "lives in", "Oslo")])
+        for question in ("", "   "):
+            assert a.post("/v1/search", json={"question": question}).status_code == 400
+
+
+def test_the_current_version_first_unless_the_question_asks_about_the_past(sqlite_service):
+    with sqlite_service.client("a") as a:
+        add(a, "s1", "2023-01-20", [fact("Alice", "lives in", "Paris", t_happen="2023-01-10")])
+        add(a, "s2", "2024-02-20", [fact("Alice", "lives in", "Berlin", t_happen="2024-02-01")])
+
+        def objects(question: str) -> list[tuple[str, bool]]:
+            found = a.post("/v1/search", json={"question": question, "k": 5}).json()
+            return [(r["object"], r["historical"]) for r in found["records"]]
+
+        assert objects("where does Alice live") == [("Berlin", False), ("Paris", True)]
+        assert objects("where did Alice live in May 2023") == [("Paris", True), ("Berlin", False)]
+
+
+def curl_examples(text: str) -> list[str]:
+    """The ``curl`` commands of a Markdown text, each joined across its lines (a line ending in a
+    backslash, or a quote left open)."""
+    commands, current = [], None
+    for line in text.splitlines():
+        if current is None and line.lstrip().startswith("curl "):
+            current = line.strip()
+        elif current is not None:
+            current += " " + line.strip()
+        if current is not None and current.endswith("\\"):
+            current = current[:-1].rstrip()
+        elif current is not None and current.count("'") % 2 == 0:
+            commands.append(current)
+            current = None
+    return commands
+
+
+def test_the_curl_examples_of_the_docs_work(sqlite_service):
+    if shutil.which("curl") is None:
+        pytest.skip("no curl on this machine")
+    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    examples = [command for page in docs for command in curl_examples(page.read_text())]
+    assert len(examples) >= 2
+    host = sqlite_service.url.removeprefix("http://")
+    environment = {**os.environ, "KEY": sqlite_service.keys["a"]}
+    for command in examples:
+        assert "localhost:8077" in command and "Content-Type: application/json" in command, command
+        ran = subprocess.run(
+            ["bash", "-c", command.replace("localhost:8077", host)],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert "error" not in json.loads(ran.stdout), (command, ran.stdout)
+    with sqlite_service.client("a") as a:
+        assert a.get("/v1/stats").json()["facts"] >= 1

@@ -15,18 +15,22 @@ def test_add_search_show(tmp_path, capsys):
     assert main([*add, "--session", "s1", "--fact", "Alice|lives in|Paris", "--fact", "Alice|likes|tea",
                  "--text", "I live in Paris"]) == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert "stored 1 fact(s)" in out and "dropped Alice|likes|tea: object not found" in out
+    assert "stored 2 fact(s)" in out and "unverified Alice|likes|tea: object not found" in out
     assert main(["memory", "add", "--db", db, "--session", "s2", "--fact", "Alice | moved to | Berlin"]) == 0
     capsys.readouterr()
 
     assert main(["memory", "search", "--db", db, "where does Alice live", "-k", "5", "--turns", "1"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[:2] == ["s0: Alice lives in Paris [historical]", "s1: Alice moved to Berlin"]
+    assert out.splitlines()[:3] == [  # the current version first
+        "s1: Alice moved to Berlin",
+        "s0: Alice lives in Paris [historical]",
+        "s0: Alice likes tea",
+    ]
     assert "s0: I live in Paris" in out
 
     assert main(["memory", "show", "--db", db, "--subject", "alice", "--relation", "residence"]) == 0
     out = capsys.readouterr().out
-    assert "2 session(s), 2 fact(s)" in out and "s1: Alice moved to Berlin" in out
+    assert "2 session(s), 3 fact(s)" in out and "s1: Alice moved to Berlin" in out
     with TEMStore(db) as store:
         assert store.encoder.name == "hashing:256"
 

@@ -18,7 +18,7 @@ def test_default_encoder_retrieves_by_meaning_and_reopens(tmp_path):
         store.add_session("s2", [("Alice", "moved to", "Berlin"), ("Alice", "works as", "pilot")])
         records = store.retrieve("Which city is Alice's home?", k=2)
         assert {r.object for r in records} == {"Paris", "Berlin"}
-        assert store.render(records) == "s0: Alice lives in Paris [historical]\ns1: Alice moved to Berlin"
+        assert store.render(records) == "s1: Alice moved to Berlin\ns0: Alice lives in Paris [historical]"
         vectors = store.encode(["a", "b c"])
         assert vectors.shape == (2, 384) and vectors.dtype == np.float32
         np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)

@@ -109,6 +109,6 @@ def test_temporal_memory_on_postgres_keeps_times_atomically(postgres_dsn):
         )
         assert [(f.tail, f.t_happen) for f in memory.facts()] == [("Lisbon", 17897.0), ("Porto", 18048.0)]
         assert memory.render(memory.retrieve("where does Ana live", k=2)).splitlines() == [
+            "2019-06-01: Ana moved to Porto",  # the current version first
             "2019-01-01: Ana lives in Lisbon [historical]",
-            "2019-06-01: Ana moved to Porto",
         ]

@@ -68,11 +68,12 @@ def test_happened_day_reads_only_the_sentence_of_the_object() -> None:
     assert happened_day("Porto", None, 100) == 100
 
 
-def test_dropped_facts_get_no_times_and_bad_facts_write_nothing(memory: TemporalMemory) -> None:
+def test_unverified_facts_are_stored_and_timed_and_bad_facts_write_nothing(memory: TemporalMemory) -> None:
     result = memory.add_session(
         "s4", [("Ana", "lives in", "Oslo")], date="2021-05-01", text="Ana: nothing new."
     )
-    assert result.dropped and len(memory.facts()) == 5
+    assert result.verified == [False] and len(memory.facts()) == 6
+    assert memory.facts()[-1].record_id == result.fact_ids[0]
     with pytest.raises(ValueError, match="fact 0"):
         memory.add_session("s5", [("Ana", "lives in")], date="2021-05-01", text="x")
     with pytest.raises(ValueError, match="date is required"):
@@ -83,7 +84,7 @@ def test_dropped_facts_get_no_times_and_bad_facts_write_nothing(memory: Temporal
         memory.add_session("s8", [("Ana", "lives in", "Oslo", "soon")], date="2021-05-01", text="Oslo")
     with pytest.raises(ValueError, match="finite"):
         memory.add_session("s8", [("Ana", "lives in", "Oslo", float("nan"))], date="2021-05-01", text="Oslo")
-    assert len(memory.facts()) == 5 and len(memory.store.sessions()) == 4
+    assert len(memory.facts()) == 6 and len(memory.store.sessions()) == 4
 
 
 def test_times_roll_back_with_the_store_batch(memory: TemporalMemory) -> None:

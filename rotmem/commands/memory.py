@@ -96,8 +96,9 @@ def run_add(args: argparse.Namespace) -> int:
         f"session {result.session_id!r} (index {result.session_index}): stored {len(result.record_ids)} "
         f"fact(s), {len(result.passage_ids)} passage(s)"
     )
-    for dropped in result.dropped:
-        print(f"dropped {'|'.join(dropped.fact)}: {dropped.reason}")
+    for fact, verified in zip(facts, result.verified, strict=True):
+        if args.text is not None and not verified and not args.no_verify:
+            print(f"unverified {'|'.join(fact)}: object not found in the session text")
     return 0
 
 

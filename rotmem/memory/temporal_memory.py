@@ -27,7 +27,9 @@ Read path for a question asked on day ``now``:
    comparable across questions. Before ``fit`` (or for a record whose strings the fitted model has
    not seen, or without times) ``S_kge = 0``.
 4. ``S_final = S_sem * (1 + alpha_g * S_kge)`` with ``alpha_g = 0.3``; the top ``k`` by ``S_final``
-   are returned in source order.
+   are returned in TEM's presentation order (``rotmem.memory.tense.present_order``): for a question
+   about the present, current versions before ``[historical]`` ones; for one naming a past time, the
+   versions valid then first; for another past-tense question, source order.
 
 ``fit`` is the online Phase 2 (``rotmem.memory.online_fit``): it builds an in-memory ``TemporalKG``
 from the stored facts (each at its ``t_happen``) and trains a small RoMem (plain torch, no
@@ -54,6 +56,7 @@ from rotmem.memory.online_fit import FitConfig, fit_model
 from rotmem.memory.records import ExtractedFact, Record, Session, SessionResult, ValidSession, check_day
 from rotmem.memory.render import render as render_items
 from rotmem.memory.tem_store import TEMStore, check_question
+from rotmem.memory.tense import present_order
 from rotmem.memory.time_expressions import QueryMode, TimeQuery, as_day, happened_day, query_mode
 from rotmem.models import RoMem
 
@@ -158,8 +161,8 @@ class TemporalMemory:
         ``facts`` are ``(subject, relation, object)``, ``(subject, relation, object, t_happen)``
         or ``ExtractedFact`` items, with ``t_happen`` a day, a date string or None (then read from
         ``text``, see module docs). ``facts=None``: the memory's ``extractor`` reads them from
-        ``text``. The other arguments go to ``TEMStore.add_session``; facts it drops are not
-        timed either.
+        ``text``. The other arguments go to ``TEMStore.add_session``, which stores
+        every fact (``verified`` says which passed the text check).
         """
         return self.add_sessions(
             [
@@ -196,8 +199,6 @@ class TemporalMemory:
             for session, result in written:
                 t_obs = float(int(session.date))
                 for fact, record_id in zip(session.facts, result.fact_ids, strict=True):
-                    if record_id is None:  # dropped by the text check: no times either
-                        continue
                     t_happen = (
                         fact.t_happen
                         if fact.t_happen is not None
@@ -248,7 +249,7 @@ class TemporalMemory:
         return query_mode(question, int(now_day)), now_day
 
     def retrieve(self, question: str, k: int = 15, now: Day | None = None) -> list[TemporalRecord]:
-        """The top ``k`` records by ``S_final`` (module docs), in source order."""
+        """The top ``k`` records by ``S_final``, in TEM's presentation order (module docs, step 4)."""
         return self.retrieve_many([Query(question, k, now)])[0]
 
     def retrieve_many(
@@ -291,7 +292,8 @@ class TemporalMemory:
                 now = latest[0]
             tq, now_day = self.time_query(query.question, now)
             candidates = [replace(records[i], score=score) for i, score in found]
-            out.append(self._rank(candidates, tq, now_day, times, query.k))
+            top = self._rank(candidates, tq, now_day, times, query.k)
+            out.append(present_order(top, query.question, tq.span, now_day, self.store.version_group))
         return out
 
     def _reachable(self, found: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
@@ -309,7 +311,7 @@ class TemporalMemory:
         times: Mapping[int, tuple[float, float]],
         k: int,
     ) -> list[TemporalRecord]:
-        """The top ``k`` of ``candidates`` by ``S_final`` (module docs), in source order."""
+        """The top ``k`` of ``candidates`` by ``S_final`` (module docs), best first."""
         taus = self._taus_at(candidates, tq, now_day, times)
         scored = []
         for record, tau, kge in zip(candidates, taus, self.temporal_scores(candidates, taus), strict=True):
@@ -320,8 +322,7 @@ class TemporalMemory:
             scored.append(
                 TemporalRecord(record, happen, obs, s_sem, s_kge, final, None if kge is None else tau)
             )
-        top = sorted(scored, key=lambda r: (-r.score, r.record.session_index, r.record.id))[:k]
-        return sorted(top, key=lambda r: (r.record.session_index, r.record.id))
+        return sorted(scored, key=lambda r: (-r.score, r.record.session_index, r.record.id))[:k]
 
     def taus(
         self,

@@ -4,25 +4,32 @@ Every ``/v1`` route needs ``Authorization: Bearer <key>``; the key names the nam
 reads, searches, counts and deletes its own namespace only (there is no namespace parameter).
 
 - ``POST /v1/sessions``: add a session (facts and/or text, told on ``date``; without facts the
-  configured extractor reads them from the text) -> its index, each fact's record id, dropped facts.
+  configured extractor reads them from the text) -> its index, each fact's record id, and whether
+  each fact's object was found in the text (``verified``; a fact is never dropped).
 - ``POST /v1/search``: ``question``, ``k``, ``now`` -> the top-``k`` records by RoMem's time-aware
   score (``TemporalMemory.retrieve``), the query mode, and the rendered evidence with
   ``[historical]`` labels. The question is embedded inside the request.
-- ``GET /v1/subjects/{subject}/history?relation=``: every version of a subject, in source order.
+- ``GET /v1/subjects/{subject}/history?relation=``: every version of a subject, in source order (a
+  path route: a subject with ``/`` is sent as is or as ``%2F``).
 - ``GET /v1/records/{id}``: one record.  ``GET /v1/stats``: the namespace's counts.
 - ``DELETE /v1/namespace``: delete every record of the namespace (the right to be forgotten).
 - ``GET /healthz`` (the process answers), ``GET /readyz`` (the encoder is loaded and the storage
   answers; 503 with the reason otherwise), ``GET /docs`` (OpenAPI).
 
-Errors are JSON ``{"error": "<one line>"}`` with the messages the CLI prints: 400 bad input, 401 no
-or unknown key, 404 no such record, 409 a session id already stored, 413 a body over the limit,
-422 a body that does not match the schema.
+Bodies are JSON (``Content-Type: application/json``, else 415), validated strictly (a boolean or a
+string is not a number or a day). Every refusal, the framework's own included, is JSON
+``{"error": "<one line>"}`` with the messages the CLI prints: 400 bad input (a blank question, a body
+not UTF-8 or nested too deeply), 401 no or unknown key, 404 no such record or route, 405 wrong
+method, 409 a session id already stored, 413 a body over the limit (declared or chunked), 415 not
+JSON, 422 a body that does not match the schema or is malformed JSON, 500 an internal error (no
+detail leaves the server).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
 
 from rotmem.extras import require
 
@@ -30,7 +37,8 @@ require("fastapi", "rotmem serve")
 from fastapi import Depends, FastAPI, Request  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
-from pydantic import BaseModel, Field  # noqa: E402
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field  # noqa: E402
+from starlette.exceptions import HTTPException  # noqa: E402
 
 from rotmem.data import date_of  # noqa: E402
 from rotmem.memory.records import DuplicateSessionError, ExtractedFact, Record, check_day  # noqa: E402
@@ -41,10 +49,28 @@ from rotmem.server.keys import KeyRing  # noqa: E402
 from rotmem.server.pool import MemoryPool  # noqa: E402
 
 MAX_BODY_BYTES = 1 << 20  # 1 MiB per request by default
-Day = str | int | float
+JSON_TYPE = "application/json"
 
 
-class FactIn(BaseModel):
+def _day_value(value: Any) -> Any:
+    """A day as JSON sends it: a ``"YYYY-MM-DD"`` string or a number of days; a boolean (which a
+    lax schema would read as day 0 or 1, in 1970) or anything else is refused."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        got = json.dumps(value)
+        raise ValueError(f"expected 'YYYY-MM-DD' or days since 1970-01-01, got {got[:40]}")
+    return value
+
+
+Day = Annotated[str | int | float, BeforeValidator(_day_value)]
+
+
+class Strict(BaseModel):
+    """Request bodies: no coercion (``true`` is not 1, ``"5"`` is not 5)."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class FactIn(Strict):
     subject: str = Field(min_length=1, max_length=1000)
     relation: str = Field(min_length=1, max_length=1000)
     object: str = Field(min_length=1, max_length=1000)
@@ -52,7 +78,7 @@ class FactIn(BaseModel):
     sources: list[str] = Field(default_factory=list, max_length=100)
 
 
-class SessionIn(BaseModel):
+class SessionIn(Strict):
     session_id: str = Field(min_length=1, max_length=200)
     date: Day = Field(description="the day the session was told: YYYY-MM-DD or days since 1970-01-01")
     facts: list[FactIn] | None = Field(
@@ -64,8 +90,8 @@ class SessionIn(BaseModel):
     turns: list[str] | None = Field(None, max_length=5000, description="default: the lines of text")
 
 
-class SearchIn(BaseModel):
-    question: str = Field(min_length=1, max_length=2000)
+class SearchIn(Strict):
+    question: str = Field(max_length=2000, description="a blank question is refused (400)")
     k: int = Field(15, ge=1, le=100)
     now: Day | None = Field(None, description="the day the question is asked (default: the latest session)")
 
@@ -82,6 +108,31 @@ def one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
+def validation_message(errors: Sequence[Mapping[str, Any]]) -> str:
+    """The first schema error as ``body.field: message`` (one line)."""
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    message = str(first.get("msg", "invalid"))
+    if first.get("type") == "json_invalid":  # loc is ("body", character position)
+        at = first.get("loc", ("body", "?"))[-1]
+        return f"body: malformed JSON at character {at} ({first.get('ctx', {}).get('error', 'decode error')})"
+    return one_line(f"{where}: {message.removeprefix('Value error, ')}")
+
+
+def http_message(error: HTTPException, request: Request) -> str:
+    """A framework refusal in one line, saying why for a body it could not parse."""
+    cause = error.__cause__
+    if isinstance(cause, UnicodeDecodeError):
+        return "the request body is not valid UTF-8"
+    if isinstance(cause, RecursionError):
+        return "the request body's JSON is nested too deeply"
+    if error.status_code == 404:
+        return one_line(f"no route {request.url.path!r}")
+    if error.status_code == 405:
+        return one_line(f"method {request.method} not allowed on {request.url.path!r}")
+    return one_line(error.detail) if isinstance(error.detail, str) else f"HTTP {error.status_code}"
+
+
 def record_json(record: Record, t_happen: float | None = None, t_obs: float | None = None) -> dict[str, Any]:
     return {
         "id": record.id,
@@ -92,14 +143,17 @@ def record_json(record: Record, t_happen: float | None = None, t_obs: float | No
         "session_index": record.session_index,
         "historical": record.historical,
         "relation_type": record.relation_type,
+        "verified": record.verified,
         "sources": list(record.sources),
         "t_happen": None if t_happen is None else date_of(t_happen),
         "t_obs": None if t_obs is None else date_of(t_obs),
     }
 
 
-class BodyLimit:
-    """ASGI middleware: 413 for a request body over ``limit`` bytes (declared or streamed)."""
+class BodyGuard:
+    """ASGI middleware that reads the whole request body before the app sees it: 413 for a body over
+    ``limit`` bytes (declared by ``Content-Length`` or streamed in chunks), 415 for a non-empty body
+    that is not ``application/json``; both in the ``{"error": ...}`` shape."""
 
     def __init__(self, app: Any, limit: int):
         self.app, self.limit = app, int(limit)
@@ -108,35 +162,57 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(send)
+            await refuse(send, 413, f"request body over {self.limit} bytes")
             return
-        seen = 0
-
-        async def limited_receive() -> dict:
-            nonlocal seen
+        chunks, size, more = [], 0, True
+        while more:
             message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise ServiceError(413, f"request body over {self.limit} bytes")
-            return message
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                await refuse(send, 413, f"request body over {self.limit} bytes")
+                return
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        content_type = headers.get(b"content-type", b"").decode("latin-1")
+        if body and not is_json(content_type):
+            got = f"content type {content_type!r}" if content_type else "no content type"
+            await refuse(send, 415, f"the body must be JSON: send 'Content-Type: {JSON_TYPE}' (got {got})")
+            return
+        replayed = False
 
-        try:
-            await self.app(scope, limited_receive, send)
-        except ServiceError:
-            await self._refuse(send)
+        async def replay() -> dict:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
 
-    async def _refuse(self, send: Any) -> None:
-        body = json.dumps({"error": f"request body over {self.limit} bytes"}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await self.app(scope, replay, send)
+
+
+def is_json(content_type: str) -> bool:
+    """``application/json`` or ``application/<anything>+json``, any parameters."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    return kind == JSON_TYPE or (kind.startswith("application/") and kind.endswith("+json"))
+
+
+async def refuse(send: Any, status: int, message: str) -> None:
+    """Send ``{"error": message}`` with ``status`` (from middleware, before the app)."""
+    body = json.dumps({"error": message}).encode()
+    headers = [(b"content-type", JSON_TYPE.encode()), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def texts_to_embed(body: SessionIn) -> list[str]:
     """The texts the store will embed for ``body`` (its facts, turns and summaries), so they can be
-    embedded before the namespace lock is taken (a fact the text check drops costs one vector)."""
+    embedded before the namespace lock is taken."""
     facts = [fact_text(f.subject, f.relation, f.object) for f in body.facts or ()]
     turns = body.turns
     if turns is None:  # as ``Session``: the non-empty lines of the text
@@ -165,9 +241,18 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
 
     @app.exception_handler(RequestValidationError)
     async def bad_body(_: Request, error: RequestValidationError) -> JSONResponse:
-        first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(part) for part in first.get("loc", ()))
-        return JSONResponse({"error": f"{where}: {first.get('msg')}"}, status_code=422)
+        return JSONResponse({"error": validation_message(error.errors())}, status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def framework_error(request: Request, error: HTTPException) -> JSONResponse:
+        return JSONResponse(
+            {"error": http_message(error, request)}, status_code=error.status_code, headers=error.headers
+        )
+
+    @app.exception_handler(Exception)
+    async def internal_error(_: Request, error: Exception) -> JSONResponse:
+        # the traceback goes to the server's log (uvicorn), never to the client
+        return JSONResponse({"error": "internal server error"}, status_code=500)
 
     def namespace(request: Request) -> str:
         header = request.headers.get("authorization", "")
@@ -214,8 +299,8 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
             "session_id": result.session_id,
             "session_index": result.session_index,
             "fact_ids": result.fact_ids,
+            "verified": result.verified,
             "passage_ids": result.passage_ids,
-            "dropped": [{"fact": list(d.fact), "reason": d.reason} for d in result.dropped],
         }
 
     @app.post("/v1/search")
@@ -226,7 +311,7 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
         evidence = render_timed(found.records)
         return JSONResponse({"records": records, "evidence": evidence, "mode": found.mode})
 
-    @app.get("/v1/subjects/{subject}/history")
+    @app.get("/v1/subjects/{subject:path}/history")
     def history(subject: str, relation: str | None = None, ns: str = Depends(namespace)) -> dict[str, Any]:
         with pool.use(ns, create=False) as memory:
             if memory is None:
@@ -273,5 +358,5 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
     def delete_namespace(ns: str = Depends(namespace)) -> dict[str, Any]:
         return {"namespace": ns, "deleted": pool.delete(ns)}
 
-    app.add_middleware(BodyLimit, limit=max_body)
+    app.add_middleware(BodyGuard, limit=max_body)
     return app

@@ -22,6 +22,7 @@ from mcp.server.mcpserver import MCPServer  # noqa: E402
 from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 
 from rotmem.memory.records import ExtractedFact, check_day  # noqa: E402
+from rotmem.memory.tem_store import check_question  # noqa: E402
 from rotmem.server.pool import MemoryPool  # noqa: E402
 
 
@@ -41,7 +42,7 @@ def build_server(pool: MemoryPool, namespace: str = "default") -> MCPServer:
     ) -> str:
         """Store one conversation session told on `date` (YYYY-MM-DD): facts as {subject, relation,
         object, t_happen?} objects, and/or the session text (facts whose object is not in the text are
-        dropped). Returns what was stored."""
+        stored, marked unverified). Returns what was stored."""
         try:
             return _add(session_id, date, facts, text)
         except ValueError as error:
@@ -49,7 +50,8 @@ def build_server(pool: MemoryPool, namespace: str = "default") -> MCPServer:
 
     @server.tool()
     def search_memory(question: str, k: int = 15, now: str | None = None) -> str:
-        """The memory's evidence for `question`: one dated line per fact, in the order they were told;
+        """The memory's evidence for `question`: one dated line per fact, the current version of a fact
+        before its older ones (for a question about the past: the version valid then first);
         lines marked [historical] are out of date. `now`: the day the question is asked (YYYY-MM-DD)."""
         try:
             return _search(question, k, now)
@@ -74,12 +76,18 @@ def build_server(pool: MemoryPool, namespace: str = "default") -> MCPServer:
             ]
         with pool.use(namespace, create=True) as memory:
             result = memory.add_session(session_id, items, date=date, text=text)
+            ids = [i for i, ok in zip(result.fact_ids, result.verified, strict=True) if not ok]
+            unverified = memory.store.records_by_id(ids) if text and ids else {}
         stored = f"stored {len(result.record_ids)} fact(s)"
         lines = [f"session {result.session_id!r} (index {result.session_index}): {stored}"]
-        lines += [f"dropped {'|'.join(d.fact)}: {d.reason}" for d in result.dropped]
+        lines += [
+            f"unverified {r.subject}|{r.relation}|{r.object}: object not found in the session text"
+            for r in unverified.values()
+        ]
         return "\n".join(lines)
 
     def _search(question: str, k: int, now: str | None) -> str:
+        check_question(question)
         day = None if now is None else check_day(now, "search_memory", "now")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 100:
             raise ValueError(f"k must be an integer in 1..100, got {k!r}")

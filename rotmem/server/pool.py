@@ -135,12 +135,13 @@ class MemoryPool:
     def search(self, namespace: str, question: str, k: int, now: float | None) -> SearchResult:
         """The top ``k`` records for ``question`` asked on day ``now`` (None: the latest session date);
         embedded outside the namespace lock, searched in one batch with the namespace's concurrent
-        searches. An empty or never written namespace gives no records."""
+        searches. A blank question is refused (``ValueError``) whether or not the namespace holds
+        anything; an empty or never written namespace gives no records."""
+        check_question(question)
         query = Query(question, k, now)
         tenant = self._tenant(namespace, create=False)
         if tenant is None:
             return SearchResult([], None)
-        check_question(question)
         vector = self.encoder.encode([question])[0]
         [result] = tenant.searches.submit([(query, vector)])
         if isinstance(result, ValueError):
