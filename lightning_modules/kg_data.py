@@ -11,6 +11,7 @@ from lightning_modules.settings import check_settings
 from rotmem.data import TemporalKG, load_dataset, split_by_time
 from rotmem.data.negatives import SlotDays, SlotIndex, conflict_aware_negatives, negative_times
 from rotmem.data.time_split import hold_out_weeks as hold_out_weeks_of
+from rotmem.errors import BadSettingError
 from rotmem.models.history import FactHistory
 
 
@@ -29,7 +30,9 @@ class TemporalKGDataModule(pl.LightningDataModule):
     ``history``: a model's ``FactHistory`` (``Phase2Module`` sets a host copy at setup): each
     training batch then carries its ``history_counts`` (``FactHistory.training_counts``), counted
     here on the host so that the step on a GPU never waits for them. ``drop_last``: leave out an
-    epoch's last, smaller batch, so that every step has the same shapes.
+    epoch's last, smaller batch, so that every step has the same shapes. ``num_workers``: processes
+    that make the training batches (and their history counts) while the step runs; only for batches
+    without negatives, which are drawn from the one generator a checkpoint resumes.
     """
 
     def __init__(
@@ -45,6 +48,7 @@ class TemporalKGDataModule(pl.LightningDataModule):
         seed: int = 0,
         shuffle: bool = True,
         drop_last: bool = False,
+        num_workers: int = 0,
         time_split: tuple[str, str] | None = None,
         hold_out_weeks: int | None = None,
         kg: TemporalKG | None = None,
@@ -58,8 +62,14 @@ class TemporalKGDataModule(pl.LightningDataModule):
                 num_negative_entities=num_negative_entities,
                 jitter_years=jitter_years,
                 far_negative_days=far_negative_days,
+                num_workers=num_workers,
             ),
         )
+        if num_workers > 0 and (num_negative_times > 0 or num_negative_entities > 0):
+            raise BadSettingError(
+                f"data.num_workers: {num_workers} needs batches without negatives (num_negative_times: 0, "
+                "num_negative_entities: 0): negatives are drawn from one generator that a checkpoint resumes"
+            )
         self.save_hyperparameters(ignore=["kg"])
         self.kg = kg if kg is not None else load_dataset(dataset, data_dir)
         if time_split is not None:
@@ -135,6 +145,9 @@ class TemporalKGDataModule(pl.LightningDataModule):
             batch_size=self.hparams.batch_size,
             sampler=sampler,
             drop_last=self.hparams.drop_last,
+            num_workers=self.hparams.num_workers,
+            persistent_workers=self.hparams.num_workers > 0,
+            pin_memory=torch.cuda.is_available(),
             collate_fn=self.make_batch,
             generator=self.generator,  # the negatives' draws; its state is what a checkpoint saves
         )

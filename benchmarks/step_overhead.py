@@ -1,0 +1,220 @@
+"""The fixed cost of one Lightning training step: the demo config's family (RoMemComplEx with the
+history term and the rule counts) at tiny shapes (dim 8, N = 100 entities, batch 500), where the
+arithmetic is negligible and what is left is everything else: Python, Lightning, logging, launches,
+the history's counting. On a GPU that overhead, not the kernels, sets the epoch's time (issue 33:
+22.5 ms of a 30 ms step outside the kernels on an H200).
+
+Variants, timed interleaved in one run (epoch by epoch, so the machine's drift hits both alike):
+
+- ``counts-in-step``: the history counted inside the step, as every step did before the data
+  loader made the counts (``TemporalKGDataModule.history`` unset);
+- ``counts-in-loader``: the counts made with the batch (what ``Phase2Module`` sets up now): on a
+  GPU the step then never waits for the device; on the CPU the same work moves out of the step;
+- ``no-history``: the same family without a history term, the floor of the fixed cost.
+
+Per variant: the median milliseconds of the step (``training_step`` through the optimizer, Lightning's
+own hooks included) and of the batch's making (collate), and the host syncs of one step's forward and
+backward (``rotmem.host_syncs``). Writes ``<out-dir>/step_overhead.csv`` with the command that made it.
+
+    python -m benchmarks.step_overhead                    # ~1 minute on 2 cores
+    python -m benchmarks.step_overhead --epochs 1 --facts 2000 --out-dir /tmp/s   # smoke test
+"""
+
+from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.step_overhead (from the checkout's root)")
+
+import argparse
+import csv
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+
+from benchmarks.harness import command_line
+from lightning_modules.kg_data import TemporalKGDataModule
+from lightning_modules.phase2 import Phase2Module
+from rotmem.data import TemporalKG
+from rotmem.host_syncs import HostSyncCounter
+from rotmem.losses import one_vs_all_loss
+from rotmem.models import RoMemComplEx
+
+VARIANTS = ("counts-in-step", "counts-in-loader", "no-history")
+# the demo config's history (icews05-15-romem-complex-rules)
+HISTORY = dict(
+    history_windows=[1, 3, 7, 30, 90, 365],
+    pair_windows=[1, 3, 7, 30],
+    rule_windows=[0, 1, 2, 3, 5, 7, 14, 30],
+)
+COLUMNS = (
+    "variant",
+    "step_ms_median",
+    "step_ms_p20",
+    "step_ms_p80",
+    "batch_ms_median",
+    "syncs_per_step",
+    "steps",
+)
+
+
+def random_kg(entities: int, relations: int, facts: int, days: int, seed: int) -> TemporalKG:
+    """Facts drawn uniformly over ``days`` days (day numbers near ICEWS05-15's)."""
+    g = torch.Generator().manual_seed(seed)
+    columns = [(0, entities), (0, relations), (0, entities), (16071, 16071 + days)]
+    train = torch.stack([torch.randint(low, high, (facts,), generator=g) for low, high in columns], 1)
+    return TemporalKG(
+        "random",
+        [f"e{i}" for i in range(entities)],
+        [f"r{i}" for i in range(relations)],
+        train,
+        train[:100],
+        train[:100],
+    )
+
+
+class StepTimer(pl.Callback):
+    """Milliseconds of each training step (batch start to batch end) and of each batch's making."""
+
+    def __init__(self) -> None:
+        self.steps: list[float] = []
+        self._start = 0.0
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        self.steps.append((time.perf_counter() - self._start) * 1e3)
+
+
+def make(variant: str, kg: TemporalKG, dim: int, batch: int) -> tuple[TemporalKGDataModule, Phase2Module]:
+    data = TemporalKGDataModule(kg=kg, batch_size=batch, num_negative_times=0, drop_last=True)
+    history = {} if variant == "no-history" else HISTORY
+    torch.manual_seed(0)
+    family = RoMemComplEx(
+        data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=dim, **history
+    )
+    module = Phase2Module(family, regularizer="modulus3", regularizer_weight=1e-3, smoothness_weight=1.0)
+    return data, module
+
+
+def run_epoch(variant: str, data, module, root: str) -> tuple[list[float], list[float]]:
+    """One epoch through Lightning: the steps' and the batches' milliseconds (the first step, which
+    checks the days' range once, left out)."""
+    timer = StepTimer()
+    trainer = pl.Trainer(
+        max_epochs=1,
+        default_root_dir=root,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        callbacks=[timer],
+        accelerator="cpu",
+        devices=1,
+    )
+    make_batch = data.make_batch
+    batch_ms: list[float] = []
+
+    def timed_batch(indices):
+        start = time.perf_counter()
+        out = make_batch(indices)
+        batch_ms.append((time.perf_counter() - start) * 1e3)
+        return out
+
+    data.make_batch = timed_batch
+    if variant == "counts-in-step":  # what every step did before the loader made the counts
+        module.setup = _without_loader_counts(module.setup, data)
+    trainer.fit(module, datamodule=data)
+    return timer.steps[1:], batch_ms[1:]
+
+
+def _without_loader_counts(setup, data):
+    def wrapped(stage: str) -> None:
+        setup(stage)
+        data.history = None
+
+    return wrapped
+
+
+def syncs_per_step(variant: str, data, module) -> int:
+    facts = data.kg.train[: data.hparams.batch_size]
+    model = module.model
+    counts = model.training_history_counts(facts) if variant == "counts-in-loader" else None
+    one_vs_all_loss(model, facts, counts).backward()  # the one-time day-range check
+    with HostSyncCounter() as syncs:
+        one_vs_all_loss(model, facts, counts).backward()
+    return syncs.total
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dim", type=int, default=8)
+    parser.add_argument("--entities", type=int, default=100)
+    parser.add_argument("--relations", type=int, default=20)
+    parser.add_argument(
+        "--facts", type=int, default=20000, help="training facts (batches per epoch: facts/batch)"
+    )
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--epochs", type=int, default=3, help="epochs per variant, interleaved")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--out-dir", default=str(Path(__file__).resolve().parent / "results"))
+    args = parser.parse_args(argv)
+    command = command_line("benchmarks.step_overhead", argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; expected some of {','.join(VARIANTS)}")
+    warnings.filterwarnings("ignore", ".*does not have many workers.*")
+    kg = random_kg(args.entities, args.relations, args.facts, 4000, seed=0)
+    built = {v: make(v, kg, args.dim, args.batch) for v in variants}
+    steps: dict[str, list[float]] = {v: [] for v in variants}
+    batches: dict[str, list[float]] = {v: [] for v in variants}
+    with tempfile.TemporaryDirectory() as root:
+        for _ in range(args.epochs):
+            for v in variants:
+                step_ms, batch_ms = run_epoch(v, *built[v], root)
+                steps[v] += step_ms
+                batches[v] += batch_ms
+    rows = []
+    for v in variants:
+        times = sorted(steps[v])
+        rows.append(
+            {
+                "variant": v,
+                "step_ms_median": round(statistics.median(times), 3),
+                "step_ms_p20": round(times[len(times) // 5], 3),
+                "step_ms_p80": round(times[(4 * len(times)) // 5], 3),
+                "batch_ms_median": round(statistics.median(batches[v]), 3),
+                "syncs_per_step": syncs_per_step(v, *built[v]),
+                "steps": len(times),
+            }
+        )
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "step_overhead.csv"
+    with path.open("w", newline="") as f:
+        f.write(f"# {command}\n# threads {torch.get_num_threads()}\n")
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    for r in rows:
+        print(
+            f"{r['variant']:<18} step {r['step_ms_median']:8.3f} ms "
+            f"(p20 {r['step_ms_p20']}, p80 {r['step_ms_p80']})"
+            f"  batch {r['batch_ms_median']:8.3f} ms  syncs/step {r['syncs_per_step']}  ({r['steps']} steps)"
+        )
+    print(f"wrote {path}\nmade by: {command}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

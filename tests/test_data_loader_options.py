@@ -1,0 +1,63 @@
+"""The training loader's options for a fast step: ``drop_last`` (every step the same shapes) and
+``num_workers`` (batches and their history counts made in other processes while the step runs)."""
+
+from __future__ import annotations
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from lightning_modules.kg_data import TemporalKGDataModule
+from lightning_modules.phase2 import Phase2Module
+from rotmem.data import synthetic_kg
+from rotmem.errors import BadSettingError
+from rotmem.models import TNTComplEx
+
+
+@pytest.fixture(scope="module")
+def kg():
+    return synthetic_kg(num_people=60, num_cities=10, num_companies=8, num_countries=4, seed=1).kg
+
+
+def test_workers_with_negatives_are_refused(kg):
+    with pytest.raises(BadSettingError, match="data.num_workers: 2 needs batches without negatives"):
+        TemporalKGDataModule(kg=kg, num_workers=2, num_negative_times=4)
+
+
+def test_drop_last_gives_full_batches_only(kg):
+    data = TemporalKGDataModule(kg=kg, batch_size=100, num_negative_times=0, drop_last=True)
+    sizes = [batch["facts"].shape[0] for batch in data.train_dataloader()]
+    assert sizes == [100] * (kg.train.shape[0] // 100)
+
+
+def test_a_worker_makes_the_batches_and_their_history_counts(kg, tmp_path):
+    data = TemporalKGDataModule(kg=kg, batch_size=256, num_negative_times=0, num_workers=1)
+    family = TNTComplEx(
+        data.num_entities,
+        data.num_relations,
+        tau0=data.tau0,
+        num_days=data.num_days,
+        dim=16,
+        history_windows=[1, 30],
+    )
+    module = Phase2Module(family, regularizer="modulus3", regularizer_weight=1e-3)
+    trainer = pl.Trainer(
+        max_epochs=1,
+        default_root_dir=tmp_path,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        accelerator="cpu",
+    )
+    checked = []
+
+    class Spy(pl.Callback):  # the worker's counts are the model's own counts of the batch's facts
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            want = module.model.history.training_counts(batch["facts"])
+            checked.append(all(torch.equal(a, b) for a, b in zip(batch["history_counts"], want, strict=True)))
+
+    trainer.callbacks.append(Spy())
+    trainer.fit(module, datamodule=data)
+    assert checked == [True] * -(-kg.train.shape[0] // 256)
