@@ -111,12 +111,15 @@ def batch_ranks(
     where: str = "batch",
     fused: bool = True,
     rank_counts: Callable[..., tuple[torch.Tensor, torch.Tensor]] = ops.filtered_rank_counts,
+    check: bool = True,
 ) -> dict[tuple[str, str], torch.Tensor]:
     """Ranks of a batch ``facts [B, 4]`` (on the model's device), tail queries then head queries:
     ``{(filter, tie_rule): ranks [2B]}``. ``where`` names the batch in the error a non-finite
     score raises (e.g. ``"test split, batch 3"``). ``fused=False``: the eager path (score matrices),
     which a model with a history term (a sparse bias on ``q @ entity^T``) always takes.
-    ``rank_counts``: ``ops.filtered_rank_counts`` or a sharded table's (``rotmem.distributed``)."""
+    ``rank_counts``: ``ops.filtered_rank_counts`` or a sharded table's (``rotmem.distributed``).
+    ``check=False`` leaves the non-finite check to the caller (``check_counts`` on the ranks, once
+    for many batches: on a GPU each check waits for it)."""
     if not fused or getattr(model, "history", None) is not None:
         return _eager_batch_ranks(model, facts, filters, kinds, where)
     h, r, t, day = facts.unbind(1)
@@ -124,18 +127,26 @@ def batch_ranks(
     queries = torch.cat([model.query_tails(h, r, tau), model.query_heads(r, t, tau)])
     filter_ptr, filter_idx = filter_csr(filters, kinds, facts)
     higher, ties = rank_counts(queries, model.entity, torch.cat([t, h]), filter_ptr, filter_idx)
-    bad = higher[0] < 0
-    if bool(bad.any()):
-        tail_bad, head_bad = int(bad[: len(h)].sum()), int(bad[len(h) :].sum())
-        direction, count = ("tail", tail_bad) if tail_bad else ("head", head_bad)
-        raise NonFiniteScoreError(
-            f"{where} ({direction} queries): {count} of {len(h)} queries have NaN or infinite scores"
-        )
+    if check:
+        check_counts(higher, where)
     out = {}
     for i, kind in enumerate(kinds):
         for tie, ranks in ranks_from_counts(higher[i], ties[i]).items():
             out[(kind, tie)] = ranks
     return out
+
+
+def check_counts(higher: torch.Tensor, where: str) -> None:
+    """Raise ``NonFiniteScoreError`` when a query's counts are negative, the fused kernels' mark of
+    a NaN or infinite score; ``higher [F, 2B]``, tail queries then head queries."""
+    bad = higher[0] < 0
+    if bool(bad.any()):
+        half = bad.shape[0] // 2
+        tail_bad, head_bad = int(bad[:half].sum()), int(bad[half:].sum())
+        direction, count = ("tail", tail_bad) if tail_bad else ("head", head_bad)
+        raise NonFiniteScoreError(
+            f"{where} ({direction} queries): {count} of {half} queries have NaN or infinite scores"
+        )
 
 
 def _eager_batch_ranks(
@@ -174,17 +185,25 @@ def rank_queries(
     """Ranks of ``queries [M, 4]`` in both directions: ``{(filter, tie_rule): ranks [2M]}``.
     ``where`` names the queries in errors (e.g. ``"test split"``)."""
     device = model.entity.device
+    wheres = [f"{where}, batch {i}" for i in range(-(-queries.shape[0] // batch_size))]
     parts = [
         batch_ranks(
             model,
-            queries[start : start + batch_size].to(device),
+            queries[i * batch_size : (i + 1) * batch_size].to(device),
             filters,
             kinds,
-            f"{where}, batch {i}",
+            wheres[i],
             fused,
+            check=False,
         )
-        for i, start in enumerate(range(0, queries.shape[0], batch_size))
+        for i in range(len(wheres))
     ]
+    # one wait for the device over all batches: a count below 0 (rank below 1) marks a NaN score
+    optimistic = (kinds[0], "optimistic")
+    bad = torch.stack([(part[optimistic] < 1).any() for part in parts])
+    if bool(bad.any()):
+        i = int(bad.int().argmax())
+        check_counts((parts[i][optimistic] - 1).unsqueeze(0), wheres[i])
     return {key: torch.cat([p[key].cpu() for p in parts]) for key in parts[0]}
 
 
