@@ -40,7 +40,9 @@ def _cce(
 ) -> torch.Tensor:
     from cut_cross_entropy import linear_cross_entropy as cut_cross_entropy
 
-    return cut_cross_entropy(q, entity, target, reduction=reduction).float()
+    # filter_eps=None: exact gradients (CCE's default skips the gradient of logits whose softmax is
+    # below a threshold, an approximation the other providers do not make)
+    return cut_cross_entropy(q, entity, target, reduction=reduction, filter_eps=None).float()
 
 
 _CROSS_ENTROPY = {"linear": linear_cross_entropy, "liger": _liger, "cce": _cce}

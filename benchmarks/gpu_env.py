@@ -5,7 +5,7 @@
 Prints the UTC time; the GPU's name, memory and driver (``nvidia-smi``, or ``no nvidia-smi``); where
 ``nvcc`` and ``ninja`` are on PATH; ``CUDA_HOME``; this interpreter and its version; setuptools',
 torch's (and its CUDA's), Triton's versions; the CUDA_HOME torch's extension builder found; the GPU
-torch sees (``None`` without one).
+torch sees (``None`` without one); whether ``rotmem._C`` loads and was built with CUDA (or why not).
 """
 
 from __future__ import annotations
@@ -39,6 +39,13 @@ def main() -> int:
     print(sys.executable, sys.version.split()[0], "setuptools", setuptools.__version__,
           "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__,
           "torch CUDA_HOME", CUDA_HOME, "gpu", gpu)  # fmt: skip
+    try:
+        import rotmem._C as extension
+
+        print("rotmem._C WITH_CUDA =", extension.WITH_CUDA)
+    except ImportError as error:
+        print(f"rotmem._C does not load: {error}")
+        return 1
     return 0
 
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Run HERE (the CPU machine, which reaches the package registry) before the GPU check: puts in the
 # repository, in folders git ignores, what the GPU machine lacks and cannot fetch, so that a device
-# call can carry them (total about 31 MB of the 64 MiB a call may carry):
-#   .whl/       wheels of jsonargparse[signatures] (LightningCLI needs it; the GPU image has none) and
-#               ninja (torch builds the extension in parallel with it, serially without)
+# call can carry them (total about 32 MB of the 64 MiB a call may carry):
+#   .whl/       wheels of jsonargparse[signatures] (LightningCLI needs it; the GPU image has none),
+#               ninja (torch builds the extension in parallel with it, serially without), and the
+#               two fused linear cross-entropies benchmarks/kernels.py times beside this package's:
+#               Liger-Kernel and Cut Cross-Entropy (pure Python over Triton, which the image has)
 #   .gpu_data/  a copy of ICEWS05-15 (../shared beside the checkout does not travel)
 # Then, on the device: run(command="bash benchmarks/gpu_check.sh", carry=[".whl", ".gpu_data"], timeout_s=600);
 # gpu_check.sh installs the wheels and reads the data from there when it finds them.
@@ -15,7 +17,8 @@ DATA="${ROTMEM_DATA_DIR:-../shared/data}"
 PYTHON="${PYTHON:-python3}"
 
 # Versions that pass the test suite with pytorch-lightning 2.6.6 (the GPU image's); pure Python.
-WHEELS=(jsonargparse==4.53.0 docstring-parser==0.18.0 typeshed-client==2.15.0 ninja==1.11.1.4)
+WHEELS=(jsonargparse==4.53.0 docstring-parser==0.18.0 typeshed-client==2.15.0 ninja==1.11.1.4
+    liger-kernel==0.8.5 cut-cross-entropy==25.1.1)
 rm -rf .whl
 "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_12_x86_64 --platform any -d .whl "${WHEELS[@]}"

@@ -80,3 +80,41 @@ def backend(request):
     else:
         with case.ops.forced_cpu_isa(case.isa):
             yield case
+
+
+# --- the GPU check's subset (benchmarks/gpu_check.sh: 45 s on one GPU) -------------------------
+GPU_SUBSET_PER_CASE = 3  # parametrizations kept per test function and CUDA backend: 2-3 shapes
+ERROR_TEST_WORDS = ("error", "refuse", "reject", "bad", "names", "range")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--gpu-subset",
+        action="store_true",
+        help="only the CUDA cases: each test's first 3 per backend and dtype-free shape, every error test",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """``--gpu-subset``: keep the items that run on CUDA (a CUDA backend or device among their
+    parameters), at most ``GPU_SUBSET_PER_CASE`` per test function and CUDA backend, and every one of
+    an error test (its name says so: ``ERROR_TEST_WORDS``)."""
+    if not config.getoption("--gpu-subset"):
+        return
+    kept, deselected, seen = [], [], {}
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        ids = callspec.id if callspec is not None else ""
+        name = item.originalname if hasattr(item, "originalname") else item.name
+        if "cuda" not in ids:
+            deselected.append(item)
+            continue
+        params = callspec.params
+        case = (item.path, name, str(params.get("backend", params.get("device", params.get("name", "")))))
+        seen[case] = seen.get(case, 0) + 1
+        if seen[case] <= GPU_SUBSET_PER_CASE or any(word in name for word in ERROR_TEST_WORDS):
+            kept.append(item)
+        else:
+            deselected.append(item)
+    config.hook.pytest_deselected(items=deselected)
+    items[:] = kept

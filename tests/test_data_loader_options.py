@@ -61,3 +61,20 @@ def test_a_worker_makes_the_batches_and_their_history_counts(kg, tmp_path):
     trainer.callbacks.append(Spy())
     trainer.fit(module, datamodule=data)
     assert checked == [True] * -(-kg.train.shape[0] // 256)
+
+
+def test_step_profile_reports_the_window_and_its_syncs(kg, tmp_path):
+    from lightning_modules.step_profile import StepProfile
+
+    data = TemporalKGDataModule(kg=kg, batch_size=128, num_negative_times=0)
+    family = TNTComplEx(data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=8)
+    profile = StepProfile(start=1, steps=2, rows=5, out=str(tmp_path / "profile.txt"))
+    trainer = pl.Trainer(
+        max_steps=4, default_root_dir=tmp_path, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0, accelerator="cpu",
+        callbacks=[profile],
+    )  # fmt: skip
+    trainer.fit(Phase2Module(family, regularizer="modulus3"), datamodule=data)
+    text = (tmp_path / "profile.txt").read_text()
+    assert text.startswith("2 training steps from step 1: ")
+    assert "syncing ops (" in text and "aten::mm" in text

@@ -91,6 +91,10 @@ def test_no_bias_is_the_plain_cross_entropy(device):
 
 
 def test_negative_bias_is_refused(device):
+    """On the CPU; on a GPU the check would wait for the device in every step, and the biases the
+    library passes come from a softplus."""
+    if device != "cpu":
+        pytest.skip("checked on the CPU only (the docstring says why)")
     q, entity, target, rows, cols, bias = problem(device)
     with pytest.raises(ValueError, match="non-negative"):
         cross_entropy_all_biased(q, entity, target, rows, cols, bias - 1)
