@@ -48,15 +48,30 @@ def unrotated_query_indexed(
     )
 
 
+def autocast_inputs(q: torch.Tensor, entity: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Under ``torch.autocast`` (Lightning's ``precision="bf16-mixed"``), float32 ``q`` and
+    ``entity`` in the autocast dtype, as autocast casts a matrix product's inputs: the products of
+    the ops below then run in bfloat16 on every backend, while the float32 weights (the master copy)
+    get float32 gradients through the cast. Unchanged outside autocast."""
+    device = q.device.type
+    if not torch.is_autocast_enabled(device):
+        return q, entity
+    dtype = torch.get_autocast_dtype(device)
+    return tuple(t.to(dtype) if t.dtype == torch.float32 else t for t in (q, entity))
+
+
 def score_all(q: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
     """Scores of ``q [B, 2n]`` against every row of ``entity [N, 2n]``: ``[B, N]``."""
+    q, entity = autocast_inputs(q, entity)
     return backend_module(q.device, "score_all").score_all(q, entity)
 
 
 def cross_entropy_all(
     q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, reduction: str = "mean"
 ) -> torch.Tensor:
-    """1-vs-all cross-entropy over all entities (fused backends never hold ``[B, N]``)."""
+    """1-vs-all cross-entropy over all entities (fused backends never hold ``[B, N]``); its products
+    in the autocast dtype under ``torch.autocast`` (``autocast_inputs``)."""
+    q, entity = autocast_inputs(q, entity)
     return backend_module(q.device, "cross_entropy_all").cross_entropy_all(
         q, entity, target, reduction=reduction
     )
