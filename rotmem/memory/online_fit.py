@@ -22,7 +22,7 @@ from rotmem.errors import BadSettingError
 from rotmem.losses import Objective
 from rotmem.models import RelationSpeed, TemporalKGE
 from rotmem.training import TrainConfig, build_family, fit
-from rotmem.training.family import HISTORY_KEYS, family_class
+from rotmem.training.family import HISTORY_KEYS, class_path, family_class
 
 # a memory's defaults for each family, beside the family's own
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -61,7 +61,7 @@ def FitConfig(family: str = "romem", **settings: Any) -> TrainConfig:
         **{k: v for k, v in settings.items() if k in OBJECTIVE_SETTINGS},
     )
     return TrainConfig(
-        family={"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": init_args},
+        family={"class_path": class_path(cls), "init_args": init_args},
         objective=objective,
         **{k: v for k, v in settings.items() if k in LOOP_SETTINGS},
     )

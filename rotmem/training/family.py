@@ -33,6 +33,15 @@ def family_class(class_path: str) -> type[TemporalKGE]:
     return cls
 
 
+def class_path(cls: type[TemporalKGE]) -> str:
+    """The import path a config names ``cls`` by: ``rotmem.models.NAME`` when exported there."""
+    import rotmem.models
+
+    if getattr(rotmem.models, cls.__name__, None) is cls:
+        return f"rotmem.models.{cls.__name__}"
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def linked_arguments(cls: type[TemporalKGE], kg: TemporalKG) -> dict[str, Any]:
     """The arguments ``RoMemCLI`` links from the data (sizes, ``tau0``, ``num_days``) that ``cls`` takes."""
     days = kg.train[:, 3]
