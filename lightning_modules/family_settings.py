@@ -29,10 +29,8 @@ from typing import Any
 from rotmem.errors import BadSettingError, UserInputError
 from rotmem.models import FAMILIES, TemporalKGE
 from rotmem.models.checkpoint import family_arguments
-from rotmem.training.family import class_path
+from rotmem.training.family import LINKED, class_path
 
-# the family's arguments RoMemCLI links from the data module, never set in a config
-LINKED = ("num_entities", "num_relations", "tau0", "num_days")
 # constructor arguments that are not settings (the training facts a model may be built with)
 NOT_SETTINGS = ("facts",)
 

@@ -22,7 +22,7 @@ from rotmem.errors import BadSettingError
 from rotmem.losses import Objective
 from rotmem.models import RelationSpeed, TemporalKGE
 from rotmem.training import TrainConfig, build_family, fit
-from rotmem.training.family import HISTORY_KEYS, class_path, family_class
+from rotmem.training.family import HISTORY_KEYS, LINKED, class_path, family_class
 
 # a memory's defaults for each family, beside the family's own
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -34,7 +34,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 OBJECTIVES = {"tntcomplex": Objective(time_weight=0.0)}
 LOOP_SETTINGS = {f.name for f in dataclasses.fields(TrainConfig)} - {"family", "objective"}
 OBJECTIVE_SETTINGS = {f.name for f in dataclasses.fields(Objective)}
-NOT_FAMILY_SETTINGS = ("num_entities", "num_relations", "tau0", "num_days", "facts")
+NOT_FAMILY_SETTINGS = (*LINKED, "facts")
 
 
 def FitConfig(family: str = "romem", **settings: Any) -> TrainConfig:

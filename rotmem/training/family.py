@@ -13,6 +13,8 @@ from rotmem.errors import BadSettingError
 from rotmem.models import FAMILIES, TemporalKGE
 
 HISTORY_KEYS = ("history_windows", "pair_windows", "rule_windows")
+# the arguments linked from the data, never set in a config
+LINKED = ("num_entities", "num_relations", "tau0", "num_days")
 
 
 def family_class(class_path: str) -> type[TemporalKGE]:
@@ -45,14 +47,9 @@ def class_path(cls: type[TemporalKGE]) -> str:
 def linked_arguments(cls: type[TemporalKGE], kg: TemporalKG) -> dict[str, Any]:
     """The arguments ``RoMemCLI`` links from the data (sizes, ``tau0``, ``num_days``) that ``cls`` takes."""
     days = kg.train[:, 3]
-    linked = dict(
-        num_entities=kg.num_entities,
-        num_relations=kg.num_relations,
-        tau0=float(kg.first_day),
-        num_days=int(days.max()) - int(days.min()) + 1,
-    )
+    linked = (kg.num_entities, kg.num_relations, float(kg.first_day), int(days.max()) - int(days.min()) + 1)
     accepted = inspect.signature(cls).parameters
-    return {name: value for name, value in linked.items() if name in accepted}
+    return {name: value for name, value in zip(LINKED, linked, strict=True) if name in accepted}
 
 
 def build_family(spec: Mapping[str, Any], kg: TemporalKG) -> TemporalKGE:
