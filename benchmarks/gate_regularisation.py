@@ -48,16 +48,12 @@ import yaml
 from scipy.stats import spearmanr
 
 from benchmarks.harness import write_rows
-from lightning_modules.phase1_gate import (
-    GatePretrainModule,
-    GateTransitionData,
-    change_probability,
-    weighted_bce,
-)
+from lightning_modules.phase1_gate import GatePretrainModule, GateTransitionData
 from rotmem import configs
 from rotmem.gate import SemanticSpeedGate, mine_transitions
 from rotmem.gate.anchors import AnchoredSpeeds, anchors_for, choose_temperature, read_paraphrases
 from rotmem.gate.encoder import RelationEncoder
+from rotmem.gate.loss import change_probability, weighted_bce
 from rotmem.gate.speed_gate import relation_sentences
 
 RESULTS = Path(__file__).resolve().parent / "results"

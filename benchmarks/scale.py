@@ -86,13 +86,16 @@ def train_worker(rank: int, spec: TrainSpec, folder: str) -> None:
             "gloo", init_method=f"file://{folder}/rendezvous", rank=rank, world_size=spec.world
         )
     from rotmem.distributed import ShardedEntityTable, entity_parallel_loss
-    from rotmem.losses import embedding_regularizer, one_vs_all_loss
+    from rotmem.losses import Objective, embedding_regularizer
     from rotmem.models.romem import RoMem
+    from rotmem.training import build_optimizer, phase2_loss
 
     facts, tau0 = training_facts(spec)
     torch.manual_seed(0)
     model = RoMem(spec.entities, spec.relations, dim=spec.dim, k=spec.k, tau0=tau0)
     table = ShardedEntityTable.take_from(model) if spec.mode == "entity-parallel" else None
+
+    objective = Objective(regularizer_weight=0.01)  # no negative days: no time term
 
     class Loss(torch.nn.Module):  # DDP hooks in through a module's forward
         def __init__(self):
@@ -104,13 +107,11 @@ def train_worker(rank: int, spec: TrainSpec, folder: str) -> None:
                 terms = entity_parallel_loss(
                     model, table, batch, lambda m, f: {"reg": embedding_regularizer(m, f)}
                 )
-                return terms["fit"] + 0.01 * terms["reg"]
-            return one_vs_all_loss(model, batch) + 0.01 * embedding_regularizer(
-                model, batch, sparse_grad=True
-            )
+                return objective.total(terms)
+            return phase2_loss(model, {"facts": batch}, objective, sigma_years=0.5)[0]
 
     loss_of = torch.nn.parallel.DistributedDataParallel(Loss()) if spec.mode == "ddp" else Loss()
-    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.1)
+    optimizer = build_optimizer(model.parameters(), "adagrad", 0.1)
 
     def step(i: int) -> None:
         batch = facts[i * spec.batch : (i + 1) * spec.batch]

@@ -29,20 +29,10 @@ from typing import Any
 from rotmem.errors import BadSettingError, UserInputError
 from rotmem.models import FAMILIES, TemporalKGE
 from rotmem.models.checkpoint import family_arguments
+from rotmem.training.family import LINKED, class_path
 
-# the family's arguments RoMemCLI links from the data module, never set in a config
-LINKED = ("num_entities", "num_relations", "tau0", "num_days")
 # constructor arguments that are not settings (the training facts a model may be built with)
 NOT_SETTINGS = ("facts",)
-
-
-def class_path(cls: type[TemporalKGE]) -> str:
-    """The import path a config names ``cls`` by: ``rotmem.models.NAME`` when exported there."""
-    import rotmem.models
-
-    if getattr(rotmem.models, cls.__name__, None) is cls:
-        return f"rotmem.models.{cls.__name__}"
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def family_spec(model: TemporalKGE) -> dict[str, Any]:

@@ -1,10 +1,8 @@
 """Phase 1 (gate pretraining): fit the Semantic Speed Gate to transitions mined from the training split.
 
-Model (ROMEM.md): a pair of consecutive observations ``Δt`` days apart changed with probability
-``p_change = 1 − exp(−α_r · s_pre · Δt)`` (exponent clamped to [0, 50]); ``α_r`` comes from the
-gate, ``s_pre`` (per day) is learned from ``ln 2 / (0.5 · median Δt)`` in log space. Loss: BCE of
-the ``changed`` labels, each row weighted by the class-balance weight ``N / (2 · N_class)`` times
-``log1p(n_obs of its slot)``, normalised by the total weight. Adam (lr 5e-4), 100 full-batch
+The loss is ``rotmem.gate.loss`` (ROMEM.md): ``p_change = 1 − exp(−α_r · s_pre · Δt)`` against the
+``changed`` labels, a weighted BCE; ``s_pre`` (per day) is learned from ``ln 2 / (0.5 · median Δt)``
+in log space. Adam (lr 5e-4), 100 full-batch
 epochs (at most 300k rows), gradient-norm clip 1.0 (as the reference code).
 """
 
@@ -20,33 +18,9 @@ from torch.utils.data import DataLoader
 
 from rotmem.data import TemporalKG, load_dataset
 from rotmem.gate.encoder import DEFAULT_ENCODER, RelationEncoder
+from rotmem.gate.loss import gate_loss, row_weights
 from rotmem.gate.speed_gate import DEFAULT_TEMPLATE, SemanticSpeedGate, relation_sentences
 from rotmem.gate.transitions import Transitions, mine_transitions
-
-MAX_EXPONENT = 50.0
-PROBABILITY_EPS = 1e-6
-
-
-def row_weights(changed: torch.Tensor, slot_observations: torch.Tensor) -> torch.Tensor:
-    """``[P]`` weights: ``N / (2 · N_class)`` of the row's class times ``log1p(n_obs)`` of its slot."""
-    n = changed.numel()
-    n_changed = int(changed.sum())
-    counts = torch.where(changed, torch.tensor(float(n_changed)), torch.tensor(float(n - n_changed)))
-    return n / (2.0 * counts) * torch.log1p(slot_observations.double()).float()
-
-
-def change_probability(alpha: torch.Tensor, scale: torch.Tensor, delta_days: torch.Tensor) -> torch.Tensor:
-    """``1 − exp(−clamp(α · s_pre · Δt, 0, 50))``: ``alpha``, ``delta_days`` ``[P]``, ``scale`` per day."""
-    exponent = (alpha * scale * delta_days).clamp(0.0, MAX_EXPONENT)
-    return -torch.expm1(-exponent)
-
-
-def weighted_bce(p_change: torch.Tensor, changed: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """``Σ w · BCE(changed, p) / Σ w`` with ``p`` clamped to ``[1e-6, 1 − 1e-6]``."""
-    p = p_change.clamp(PROBABILITY_EPS, 1.0 - PROBABILITY_EPS)
-    y = changed.to(p.dtype)
-    bce = -(y * torch.log(p) + (1.0 - y) * torch.log1p(-p))
-    return (weights * bce).sum() / weights.sum().clamp(min=1e-12)
 
 
 class GateTransitionData(pl.LightningDataModule):
@@ -179,9 +153,7 @@ class GatePretrainModule(pl.LightningModule):
         return self.log_scale.exp()
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        alpha = self.gate(batch["embeddings"])  # [R]: each relation's speed once, then gathered
-        p_change = change_probability(alpha[batch["relation"]], self.scale, batch["delta_days"])
-        return weighted_bce(p_change, batch["changed"], batch["weight"])
+        return gate_loss(self.gate, self.scale, batch)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = self.loss(batch)

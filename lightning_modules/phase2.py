@@ -19,14 +19,12 @@ from rotmem.distributed import ShardedRanking, entity_parallel_loss
 from rotmem.errors import BadSettingError
 from rotmem.evaluation.filters import FILTERS
 from rotmem.evaluation.ranking import DEFAULT_TIE, answer_filters, batch_ranks
-from rotmem.losses import Objective, one_vs_all_loss, self_adversarial_loss
+from rotmem.losses import Objective
 from rotmem.models import TemporalKGE
 from rotmem.models.checkpoint import check_digest, model_state
 from rotmem.models.digest import DIGEST_KEY, state_digest
 from rotmem.models.history import known_facts
-
-LOSSES = ("1vsall", "self_adversarial")
-OPTIMIZERS = ("adagrad", "adam")
+from rotmem.training import LOSSES, OPTIMIZERS, build_optimizer, phase2_loss
 
 
 class Phase2Module(pl.LightningModule):
@@ -45,8 +43,9 @@ class Phase2Module(pl.LightningModule):
     while it is evaluated (``rotmem.models.history.known_facts``). This module's own arguments are
     the training's: the loss and its weights, the optimiser, ``gate_path`` (the pretrained gate a
     family with ``speed="gate"`` reads its per-relation speeds from, once) and ``entity_parallel``.
-    Per-day tables are kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``). The loss is
-    ``rotmem.losses.Objective`` around the fit term, the same for the entity-parallel step.
+    Per-day tables are kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``). The loss is the
+    training core's (``rotmem.training.phase2_loss``: ``rotmem.losses.Objective`` around the fit
+    term), the same for the entity-parallel step; the optimiser is ``rotmem.training.build_optimizer``'s.
 
     Validation and test log filtered MRR and Hits@k under both filters and the three tie rules
     (``val/time-aware/mrr``, realistic ties, is the checkpoint metric; ``val/time-aware/pessimistic/mrr``
@@ -91,7 +90,9 @@ class Phase2Module(pl.LightningModule):
         if loss not in LOSSES:
             raise BadSettingError(f"model.loss: unknown loss {loss!r}; expected one of {LOSSES}")
         if optimizer not in OPTIMIZERS:
-            raise BadSettingError(f"model.optimizer: unknown {optimizer!r}; expected one of {OPTIMIZERS}")
+            raise BadSettingError(
+                f"model.optimizer: unknown {optimizer!r}; expected one of {tuple(OPTIMIZERS)}"
+            )
         if entity_parallel and (loss != "1vsall" or family.history is not None):
             raise ValueError(
                 "entity_parallel=True trains the plain 1-vs-all loss only, without a history term "
@@ -157,24 +158,10 @@ class Phase2Module(pl.LightningModule):
         hp = self.hparams
         if self.entity_table is not None:
             return self._entity_parallel_step(entity_parallel.global_batch(self, batch))
-        facts = batch["facts"]
-        if hp.loss == "1vsall":
-            fit = one_vs_all_loss(self.model, facts, batch.get("history_counts"))
-        else:
-            fit = self_adversarial_loss(
-                self.model,
-                facts,
-                batch["negative_tails"],
-                batch["negative_heads"],
-                hp.adversarial_temperature,
-            )
-        # Both fit losses give the entity table a dense gradient; the other terms' rows add theirs
-        # sparse, made after the fit loss (one_vs_all_loss says why the order matters).
-        negative_days = batch.get("negative_days")
-        parts = {"fit": fit}
-        parts |= self.objective.batch_terms(self.model, facts, negative_days, self.sigma(), sparse_grad=True)
-        parts |= self.objective.model_terms(self.model)
-        return self._log_loss(self.objective.total(parts), parts, facts.shape[0])
+        loss, parts = phase2_loss(
+            self.model, batch, self.objective, self.sigma(), hp.loss, hp.adversarial_temperature
+        )
+        return self._log_loss(loss, parts, batch["facts"].shape[0])
 
     def _entity_parallel_step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The same objective over the global batch, with the table sharded (every rank gets its value)."""
@@ -197,12 +184,7 @@ class Phase2Module(pl.LightningModule):
         return loss
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        name, lr = self.hparams.optimizer, self.hparams.lr
-        if name == "adagrad":
-            return torch.optim.Adagrad(self.parameters(), lr=lr)
-        if name == "adam":
-            return torch.optim.Adam(self.parameters(), lr=lr)
-        raise ValueError(f"unknown optimizer {name!r}; expected 'adagrad' or 'adam'")
+        return build_optimizer(self.parameters(), self.hparams.optimizer, self.hparams.lr)
 
     # --- evaluation -------------------------------------------------------------------------
     def _rank_step(self, batch: dict[str, torch.Tensor], split: str, batch_idx: int) -> None:

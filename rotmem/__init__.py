@@ -25,6 +25,7 @@ _EXPORTS = {
     "TEMStore": "rotmem.memory",
     "TemporalMemory": "rotmem.memory",
     "FitConfig": "rotmem.memory",
+    "TrainConfig": "rotmem.training",
     "HashingEncoder": "rotmem.memory",
     "SentenceEncoder": "rotmem.memory",
     "RelationWeights": "rotmem.memory",

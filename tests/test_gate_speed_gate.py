@@ -13,14 +13,7 @@ import math
 import pytest
 import torch
 
-from lightning_modules.phase1_gate import (
-    GatePretrainModule,
-    GateTransitionData,
-    change_probability,
-    pretrain_gate,
-    row_weights,
-    weighted_bce,
-)
+from lightning_modules.phase1_gate import GatePretrainModule, GateTransitionData, pretrain_gate
 from rotmem.commands import gate as gate_command
 from rotmem.data import synthetic_kg
 from rotmem.data.synthetic import DYNAMIC_RELATIONS, STATIC_RELATIONS
@@ -33,6 +26,7 @@ from rotmem.gate import (
     relation_speeds,
 )
 from rotmem.gate import encoder as encoder_module
+from rotmem.gate.loss import change_probability, row_weights, weighted_bce
 
 
 @pytest.fixture(scope="session")

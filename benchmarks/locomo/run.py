@@ -54,6 +54,7 @@ from rotmem.memory.lexical import LexicalIndex
 from rotmem.memory.llm import Reader, load_reader
 from rotmem.memory.locomo import add_conversation, session_input
 from rotmem.memory.online_fit import FitConfig
+from rotmem.training import TrainConfig
 
 CONFIGS = (
     "dense-turns",
@@ -109,7 +110,7 @@ class Memories:
     fit_s: float | None
 
 
-def build(conversation: Conversation, encoder, fit: FitConfig | None, fit_threads: int) -> Memories:
+def build(conversation: Conversation, encoder, fit: TrainConfig | None, fit_threads: int) -> Memories:
     full = TemporalMemory(encoder=encoder, verify=False)
     add_conversation(full, conversation)
     turns = TEMStore(encoder=encoder, verify=False)
@@ -240,7 +241,7 @@ def evaluate(
     conversations: Sequence[Conversation],
     encoder,
     configs: Sequence[str],
-    fit: FitConfig | None,
+    fit: TrainConfig | None,
     count_tokens: Callable[[str], int],
     reader: Reader | None,
     max_questions: int | None,
@@ -321,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-questions", type=int, default=None, help="per conversation (smoke runs)")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     parser.add_argument("--encoder", choices=("minilm", "hashing"), default="minilm")
-    parser.add_argument("--fit-epochs", type=int, default=FitConfig.epochs, help="0: RoMem not fitted")
+    parser.add_argument("--fit-epochs", type=int, default=TrainConfig.epochs, help="0: RoMem not fitted")
     parser.add_argument("--generate", help="package.module:name of a reader(question, evidence) -> answer")
     parser.add_argument(
         "--threads", type=int, default=1, help="torch CPU threads while retrieving (a query is a small op)"
@@ -383,7 +384,8 @@ def run(args: argparse.Namespace, command: str) -> int:
         worst = max(stats["fit_s"], key=lambda x: x[1])
         each = ", ".join(f"{name} {s:.1f}" for name, s, _ in stats["fit_s"])
         notes.append(
-            f"TemporalMemory.fit ({fit.epochs} epochs, dim {fit.dim}, {args.fit_threads} threads) per "
+            f"TemporalMemory.fit ({fit.epochs} epochs, dim {fit.family['init_args']['dim']}, "
+            f"{args.fit_threads} threads) per "
             f"conversation: max {worst[1]:.1f} s ({worst[0]}, {worst[2]} facts), mean "
             f"{statistics.fmean(s for _, s, _ in stats['fit_s']):.1f} s ({each}); importing Lightning "
             f"beforehand took {import_s:.1f} s, once per process"

@@ -62,9 +62,11 @@ from benchmarks.state_update.data import QUESTION_TYPES, Question, StateUpdateBe
 from benchmarks.state_update.reader import READER_NAME, LabelAwareReader
 from rotmem.memory import HashingEncoder, SentenceEncoder
 from rotmem.memory.llm import Reader, load_reader
+from rotmem.memory.online_fit import FitConfig
 from rotmem.memory.records import Passage, Record
 from rotmem.memory.render import render
-from rotmem.memory.temporal_memory import FitConfig, TemporalMemory, TemporalRecord
+from rotmem.memory.temporal_memory import TemporalMemory, TemporalRecord
+from rotmem.training import TrainConfig
 
 CONFIGS = ("naive-rag", "session-rag", "overwrite", "unmarked", "tem", "tem-dated", "romem")
 TITLES = {
@@ -113,7 +115,7 @@ class CachedEncoder:
 
 
 def build_memory(
-    bench: StateUpdateBenchmark, encoder, fit: FitConfig | None, gate: str | None = None
+    bench: StateUpdateBenchmark, encoder, fit: TrainConfig | None, gate: str | None = None
 ) -> tuple[TemporalMemory, dict]:
     """All sessions ingested in one batch (turns in the side store); RoMem fitted unless ``fit`` is None,
     with speeds from the gate file ``gate`` (else alpha = 1)."""
@@ -345,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--generate", help="package.module:name of a reader(question, evidence) -> str (default: rule reader)"
     )
-    parser.add_argument("--fit-epochs", type=int, default=FitConfig.epochs, help="0: RoMem not fitted")
+    parser.add_argument("--fit-epochs", type=int, default=TrainConfig.epochs, help="0: RoMem not fitted")
     parser.add_argument(
         "--gate", help="a Semantic Speed Gate file (gate.pt) for RoMem's speeds (default alpha = 1)"
     )
@@ -396,7 +398,8 @@ def run(args: argparse.Namespace, argv: list[str] | None) -> int:
             + ", ".join(f"{r} {a:.2f}" for r, a in zip(memory.model.relations, speeds, strict=True))
         )
         notes.append(
-            f"RoMem online fit: {int(stats['facts'])} facts, {fit.epochs} epochs, dim {fit.dim}, {alpha}, "
+            f"RoMem online fit: {int(stats['facts'])} facts, {fit.epochs} epochs, "
+            f"dim {fit.family['init_args']['dim']}, {alpha}, "
             f"{stats['fit_s']:.1f} s, final loss {stats['loss']:.3f}"
         )
     args.out.mkdir(parents=True, exist_ok=True)

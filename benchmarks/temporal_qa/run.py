@@ -325,7 +325,7 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
     stored = memory.facts()
     by_id = {f.record_id: f for f in stored}
 
-    fit = FitConfig(epochs=args.fit_epochs, batch_size=args.batch_size, dim=args.dim, threads=args.threads)
+    fit = dict(batch_size=args.batch_size, dim=args.dim, threads=args.threads)  # FitConfig's settings
     variants = {}
     if args.quick:
         gate = change_rate_speeds(stored)
@@ -342,7 +342,7 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
         variant = TemporalMemory(store=memory.store, speeds=speeds, alpha_g=args.alpha_g)
         t0 = time.perf_counter()
         epochs = args.fit_epochs if name == "romem-gate" else (args.ablation_epochs or args.fit_epochs)
-        result = variant.fit(FitConfig(**{**fit.__dict__, "family": family, "epochs": epochs, **history}))
+        result = variant.fit(FitConfig(family, epochs=epochs, **fit, **history))
         stats[f"fit_s_{name}"] = time.perf_counter() - t0
         print(f"fitted {name}: {result}, {stats[f'fit_s_{name}']:.1f} s", flush=True)
         variants[name] = variant

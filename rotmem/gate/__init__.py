@@ -1,7 +1,8 @@
 """The Semantic Speed Gate: relation text -> rotation speed, and its Phase-1 transition mining.
 
 ``relation_speeds(gate_path, relations)`` is what Phase 2 calls (once per run) to freeze the speeds.
-Training lives in ``lightning_modules.phase1_gate``; the CLI is ``rotmem gate pretrain``.
+The loss is ``rotmem.gate.loss``; training lives in ``lightning_modules.phase1_gate`` (the CLI is
+``rotmem gate pretrain``).
 """
 
 from rotmem.gate.encoder import DEFAULT_ENCODER, EncoderUnavailableError, RelationEncoder

@@ -1,187 +1,87 @@
 """Online Phase 2: train a small temporal KGE on a memory's timed facts (``TemporalMemory.fit``).
 
-The facts arrive as an in-memory ``TemporalKG`` (all in ``train``, each at its ``t_happen`` day);
-training is a plain torch loop on the CPU (no Lightning) over the package's own Phase-2 losses
-(``rotmem.losses``): ``½(CE_tail + CE_head) + λ·N3 + λ_t·L_time``, negative times from
-``rotmem.data.negatives``, gradient-norm clip 1.0, one seeded permutation per epoch. The relation
-speeds stay frozen (alpha = 1, or a per-relation table: the "gate" speed source).
-
-``family="tntcomplex"`` trains TNTComplEx instead (a learned embedding per day of the facts' range
-in place of RoMem's functional time; ``dim = 2·rank``): the paper's discrete-time ablation. Its
-per-day table is kept smooth by ``smoothness_weight`` (tkbc's ``time_reg``).
-
-``history_windows`` / ``pair_windows`` / ``rule_windows`` give either family the history term of the
-accuracy work (``rotmem.models.history``: counts of the memory's own facts near the asked day, for
-the same triple, for the entity pair, and for the pair per relation, with learned weights; each
-training fact leaves itself out of its counts), built over the facts being fitted.
+The facts arrive as an in-memory ``TemporalKG`` (all in ``train``, each at its ``t_happen`` day) and
+train through the training core (``rotmem.training.fit``: a plain torch loop, no Lightning), any
+model family. ``FitConfig`` gives a ``TrainConfig`` with a memory's defaults: a memory holds a few
+years of facts, so RoMem's rotation starts slow (``init_s = 0.001`` rad/day: the fastest component
+turns once in about 17 years) and the model is small. The relation speeds stay frozen (alpha = 1,
+or a per-relation table: the "gate" speed source).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+import inspect
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from rotmem.data import TemporalKG
-from rotmem.data.negatives import SlotDays, negative_times
-from rotmem.losses import embedding_regularizer, one_vs_all_loss, time_contrastive_loss
-from rotmem.models import RelationSpeed, RoMem, TemporalKGE, TNTComplEx
+from rotmem.errors import BadSettingError
+from rotmem.losses import Objective
+from rotmem.models import RelationSpeed, TemporalKGE
+from rotmem.training import TrainConfig, build_family, fit
+from rotmem.training.family import HISTORY_KEYS, LINKED, class_path, family_class
 
-FAMILIES = ("romem", "tntcomplex")
-
-
-@dataclass
-class FitConfig:
-    """Online Phase-2 settings.
-
-    A memory holds a few years of facts, so the default rotation is slow (``init_s = 0.001``
-    rad/day: the fastest component turns once in about 17 years) and the model small.
-    ``threads``: torch CPU threads during the fit (restored afterwards; None keeps torch's).
-    ``history_windows`` / ``pair_windows`` / ``rule_windows``: the history term's windows in days
-    (module docs; empty: no history), e.g. ``(1, 3, 7, 30, 90, 365)``, ``(1, 3, 7, 30)`` and
-    ``(0, 1, 3, 7, 30)`` as in ``icews05-15-tntcomplex-rules``.
-    ``extra``: more constructor arguments of the model.
-    """
-
-    dim: int = 64
-    k: int = 1
-    backbone: str = "chronor"
-    family: str = "romem"
-    init_scale: float = 0.4
-    init_s: float = 0.001
-    optimizer: str = "adagrad"
-    lr: float = 0.1
-    epochs: int = 100
-    batch_size: int = 256
-    regularizer_weight: float = 0.01
-    time_weight: float = 0.5
-    smoothness_weight: float = 0.0
-    sigma_years: float = 0.5
-    num_negative_times: int = 4
-    seed: int = 0
-    threads: int | None = None
-    history_windows: tuple[int, ...] = ()
-    pair_windows: tuple[int, ...] = ()
-    rule_windows: tuple[int, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
+# a memory's defaults for each family, beside the family's own
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "romem": dict(dim=64, k=1, init_scale=0.4, init_s=0.001),
+    "romem-complex": dict(dim=64, init_s=0.001),
+    "tntcomplex": dict(dim=64, init_scale=0.4),
+}
+# the discrete-time ablation trains without the time term, as it always has online
+OBJECTIVES = {"tntcomplex": Objective(time_weight=0.0)}
+LOOP_SETTINGS = {f.name for f in dataclasses.fields(TrainConfig)} - {"family", "objective"}
+OBJECTIVE_SETTINGS = {f.name for f in dataclasses.fields(Objective)}
+NOT_FAMILY_SETTINGS = (*LINKED, "facts")
 
 
-def build(kg: TemporalKG, config: FitConfig, alpha: torch.Tensor | None) -> TemporalKGE:
-    """A fresh ``config.family`` model for ``kg``, vocabulary set; ``alpha [R]`` freezes RoMem's speeds."""
-    days = kg.train[:, 3]
-    tau0 = int(days.min())
-    history: dict[str, Any] = {}
-    if config.history_windows or config.pair_windows or config.rule_windows:
-        history = dict(
-            history_windows=list(config.history_windows) or None,
-            pair_windows=list(config.pair_windows) or None,
-            rule_windows=list(config.rule_windows) or None,
-            facts=kg.train,
+def FitConfig(family: str = "romem", **settings: Any) -> TrainConfig:
+    """A ``TrainConfig`` for ``TemporalMemory.fit``: ``family`` (``romem``, ``romem-complex`` or
+    ``tntcomplex``, or a class path) with a memory's defaults, then ``settings``: the loop's
+    (``epochs``, ``lr``, ``batch_size``, ``seed``, ``threads``, ...: ``TrainConfig``'s), the objective's
+    weights (``regularizer_weight``, ``time_weight``, ``smoothness_weight``) and the family's own
+    arguments (``dim``, ``init_s``, ``history_windows``, ...). An unknown setting is a
+    ``BadSettingError`` naming what the family takes."""
+    cls = family_class(family)
+    accepted = [name for name in inspect.signature(cls).parameters if name not in NOT_FAMILY_SETTINGS]
+    unknown = sorted(set(settings) - LOOP_SETTINGS - OBJECTIVE_SETTINGS - set(accepted))
+    if unknown:
+        raise BadSettingError(
+            f"FitConfig: unknown setting {unknown[0]!r} for {cls.__name__}; the loop takes "
+            f"{sorted(LOOP_SETTINGS)}, the objective {sorted(OBJECTIVE_SETTINGS)}, the family {accepted}"
         )
-    if config.family == "tntcomplex":
-        num_days = int(days.max()) - tau0 + 1
-        # positional: the reference day's keyword is being renamed (first_day -> tau0)
-        model = TNTComplEx(
-            kg.num_entities,
-            kg.num_relations,
-            config.dim,
-            tau0,
-            num_days,
-            init_scale=config.init_scale,
-            **history,
-            **config.extra,
-        )
-    elif config.family == "romem":
-        model = RoMem(
-            kg.num_entities,
-            kg.num_relations,
-            dim=config.dim,
-            k=config.k,
-            backbone=config.backbone,
-            init_scale=config.init_scale,
-            tau0=float(tau0),
-            init_s=config.init_s,
-            **history,
-            **config.extra,
-        )
-        if alpha is not None:  # a frozen per-relation table: the "gate" speed source
-            model.speed = RelationSpeed(kg.num_relations, source="gate")
-            model.speed.set_speeds(alpha)
-            model.config["speed"] = "gate"
-    else:
-        raise ValueError(f"unknown family {config.family!r} for an online fit; expected one of {FAMILIES}")
-    model.set_vocabulary(kg.entities, kg.relations)
-    return model
-
-
-def optimizer_for(model: TemporalKGE, config: FitConfig) -> torch.optim.Optimizer:
-    if config.optimizer == "adagrad":
-        return torch.optim.Adagrad(model.parameters(), lr=config.lr)
-    if config.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=config.lr)
-    raise ValueError(f"unknown optimizer {config.optimizer!r}; expected 'adagrad' or 'adam'")
-
-
-def batch_loss(
-    model: TemporalKGE, facts: torch.Tensor, negative_days: torch.Tensor | None, config: FitConfig
-):
-    """One batch's Phase-2 loss (``Phase2Module``'s 1-vs-all objective, without its logging)."""
-    loss = one_vs_all_loss(model, facts)
-    loss = loss + config.regularizer_weight * embedding_regularizer(model, facts, "l4", sparse_grad=True)
-    if negative_days is not None:
-        time = time_contrastive_loss(model, facts, negative_days, config.sigma_years, sparse_grad=True)
-        loss = loss + config.time_weight * time
-    smoothness = model.time_regularizer()
-    if config.smoothness_weight > 0 and smoothness is not None:
-        loss = loss + config.smoothness_weight * smoothness
-    return loss
+    init_args = DEFAULTS.get(cls.family, {}) | {k: v for k, v in settings.items() if k in accepted}
+    for key in HISTORY_KEYS:  # windows as the configs write them: a list, or None for none
+        if isinstance(init_args.get(key), Sequence):
+            init_args[key] = list(init_args[key]) or None
+    objective = dataclasses.replace(
+        OBJECTIVES.get(cls.family, Objective()),
+        **{k: v for k, v in settings.items() if k in OBJECTIVE_SETTINGS},
+    )
+    return TrainConfig(
+        family={"class_path": class_path(cls), "init_args": init_args},
+        objective=objective,
+        **{k: v for k, v in settings.items() if k in LOOP_SETTINGS},
+    )
 
 
 def fit_model(
-    kg: TemporalKG, config: FitConfig, alpha: torch.Tensor | None = None
+    kg: TemporalKG, config: TrainConfig, alpha: torch.Tensor | None = None
 ) -> tuple[TemporalKGE, float]:
-    """Train a model of ``config.family`` on ``kg.train`` for ``config.epochs``; ``alpha [R]`` freezes
-    RoMem's relation speeds (None: alpha = 1). Returns the trained model in eval mode (with the KG's
-    vocabulary) and the last epoch's mean loss (NaN for zero epochs)."""
-    facts = kg.train
-    if facts.shape[0] == 0:
+    """Train a fresh model of ``config.family`` on ``kg.train`` (``rotmem.training.fit``), seeded by
+    ``config.seed``; ``alpha [R]`` freezes the relation speeds of a family that has them (None:
+    alpha = 1). Returns the model in eval mode (with the KG's vocabulary) and the last epoch's mean
+    loss (NaN for zero epochs)."""
+    if kg.train.shape[0] == 0:
         raise ValueError("no facts to fit")
-    saved_threads = torch.get_num_threads()
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
-    try:
-        with torch.random.fork_rng():
-            torch.manual_seed(config.seed)
-            model = build(kg, config, alpha)
-            optimizer = optimizer_for(model, config)
-            generator = torch.Generator().manual_seed(config.seed)
-            timed = config.time_weight > 0 and config.num_negative_times > 0 and config.family == "romem"
-            slots = SlotDays(facts, kg.num_relations) if timed else None
-            day_range = (int(facts[:, 3].min()), int(facts[:, 3].max()))
-            if timed and day_range[1] - day_range[0] < config.num_negative_times:
-                timed = False  # the facts span too few days for distinct negative times
-            model.train()
-            loss_mean = float("nan")
-            for _ in range(config.epochs):
-                order = torch.randperm(facts.shape[0], generator=generator)
-                total, batches = 0.0, 0
-                for start in range(0, facts.shape[0], config.batch_size):
-                    batch = facts[order[start : start + config.batch_size]]
-                    negatives = (
-                        negative_times(
-                            slots, batch, config.num_negative_times, generator, day_range=day_range
-                        )
-                        if timed
-                        else None
-                    )
-                    optimizer.zero_grad(set_to_none=True)
-                    loss = batch_loss(model, batch, negatives, config)
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                    optimizer.step()
-                    total, batches = total + float(loss.detach()), batches + 1
-                loss_mean = total / batches
-    finally:
-        torch.set_num_threads(saved_threads)
-    return model.eval(), loss_mean
+    with torch.random.fork_rng():
+        torch.manual_seed(config.seed)
+        model = build_family(config.family, kg)
+        if alpha is not None and isinstance(getattr(model, "speed", None), RelationSpeed):
+            model.speed = RelationSpeed(kg.num_relations, source="gate")  # frozen: the gate's table
+            model.speed.set_speeds(alpha)
+            model.config["speed"] = "gate"
+        history = fit(model, kg, config)
+    return model, history[-1] if history else float("nan")

@@ -32,9 +32,10 @@ Read path for a question asked on day ``now``:
    versions valid then first; for another past-tense question, source order.
 
 ``fit`` is the online Phase 2 (``rotmem.memory.online_fit``): it builds an in-memory ``TemporalKG``
-from the stored facts (each at its ``t_happen``) and trains a small RoMem (plain torch, no
-Lightning; ``FitConfig(family="tntcomplex")``: per-day embeddings instead, the discrete-time
-ablation); the relation speeds stay frozen: alpha = 1 (no gate), a mapping relation -> alpha,
+from the stored facts (each at its ``t_happen``) and trains a small RoMem through the training core
+(``rotmem.training``, plain torch, no Lightning; ``FitConfig("romem-complex")`` or any family
+instead, e.g. ``FitConfig("tntcomplex")``: per-day embeddings, the discrete-time ablation); the
+relation speeds stay frozen: alpha = 1 (no gate), a mapping relation -> alpha,
 or a Semantic Speed Gate file (``rotmem.gate.relation_speeds``).
 """
 
@@ -59,6 +60,7 @@ from rotmem.memory.tem_store import TEMStore, check_question
 from rotmem.memory.tense import present_order
 from rotmem.memory.time_expressions import QueryMode, TimeQuery, as_day, happened_day, query_mode
 from rotmem.models import RoMem
+from rotmem.training import TrainConfig
 
 ALPHA_G = 0.3
 Day = int | float | str
@@ -438,10 +440,10 @@ class TemporalMemory:
 
         return relation_speeds(self.speeds, list(relations))
 
-    def fit(self, config: FitConfig | None = None) -> dict[str, float]:
-        """Train RoMem (or ``config.family``) on the stored facts (``online_fit.fit_model``, no
-        Lightning, speeds frozen) and score with it from now on; returns ``{"loss": last epoch's
-        mean, "facts": number trained on}``."""
+    def fit(self, config: TrainConfig | None = None) -> dict[str, float]:
+        """Train RoMem (or ``config.family``, any family: ``FitConfig``) on the stored facts
+        (``online_fit.fit_model``, the training core, speeds frozen) and score with it from now
+        on; returns ``{"loss": last epoch's mean, "facts": number trained on}``."""
         kg = self.knowledge_graph()
         model, loss = fit_model(kg, config or FitConfig(), self.relation_speeds(kg.relations))
         self.use_model(model)
