@@ -77,4 +77,4 @@ def test_step_profile_reports_the_window_and_its_syncs(kg, tmp_path):
     trainer.fit(Phase2Module(family, regularizer="modulus3"), datamodule=data)
     text = (tmp_path / "profile.txt").read_text()
     assert text.startswith("2 training steps from step 1: ")
-    assert "syncing ops (" in text and "aten::mm" in text
+    assert "syncing ops (" in text and "Self CPU time total" in text
