@@ -54,6 +54,9 @@ class Phase2Module(pl.LightningModule):
     Under DDP the metrics are gathered over ranks without the sampler's repeats (equal to one
     process's). ``entity_parallel=True`` with the DDP strategy shards the entity table's rows over the
     ranks (``lightning_modules.entity_parallel``; the 1-vs-all loss, no history term).
+    ``compile_step=True`` runs the step's objective (``rotmem.training.phase2_loss``) through
+    ``torch.compile``: one graph, forward and backward, that a GPU runs without the Python between
+    its kernels (the first steps compile it: seconds).
     """
 
     def __init__(
@@ -71,6 +74,7 @@ class Phase2Module(pl.LightningModule):
         optimizer: str = "adagrad",
         lr: float = 0.1,
         entity_parallel: bool = False,
+        compile_step: bool = False,
     ):
         super().__init__()
         if not isinstance(family, TemporalKGE):
@@ -113,6 +117,10 @@ class Phase2Module(pl.LightningModule):
         self._ranks = EvaluationRanks()
         self._evaluating = ExitStack()  # the history's evaluation facts, for one evaluation epoch
         self.entity_table = None  # this rank's shard, with entity_parallel under DDP
+        # the whole objective as one compiled graph (forward and backward); batches of a new size
+        # (a history's counts, an epoch's last batch without data.drop_last) compile once more, with
+        # dynamic sizes, then run compiled too
+        self._phase2_loss = torch.compile(phase2_loss) if compile_step else phase2_loss
 
     # --- setup ------------------------------------------------------------------------------
     @property
@@ -158,7 +166,7 @@ class Phase2Module(pl.LightningModule):
         hp = self.hparams
         if self.entity_table is not None:
             return self._entity_parallel_step(entity_parallel.global_batch(self, batch))
-        loss, parts = phase2_loss(
+        loss, parts = self._phase2_loss(
             self.model, batch, self.objective, self.sigma(), hp.loss, hp.adversarial_temperature
         )
         return self._log_loss(loss, parts, batch["facts"].shape[0])
