@@ -133,3 +133,30 @@ def test_gate_regularisation_small(tmp_path, icews):
         assert abs(ratio - float(r["heldout_max_over_alpha_max"])) < 2e-3  # both rounded
         assert -1 <= float(r["spearman_ge1"]) <= 1 and r["worst_anchored"]
         assert r["command"].startswith("python -m benchmarks.gate_regularisation --weight-decay 0")
+
+
+def test_step_overhead_tiny(tmp_path):
+    """``step_overhead``: the three variants through Lightning; the history counted in the step waits
+    for the device, counted with the batch it does not, and neither does the family without one."""
+    run_script(
+        "-m", "benchmarks.step_overhead", "--epochs", "1", "--facts", "2000", "--batch", "250",
+        "--out-dir", str(tmp_path),
+    )  # fmt: skip
+    rows = {r["variant"]: r for r in read_rows(tmp_path / "step_overhead.csv")}
+    assert set(rows) == {"counts-in-step", "counts-in-loader", "no-history"}
+    assert int(rows["counts-in-step"]["syncs_per_step"]) > 0
+    assert int(rows["counts-in-loader"]["syncs_per_step"]) == 0 == int(rows["no-history"]["syncs_per_step"])
+    assert all(int(r["steps"]) == 7 and float(r["step_ms_median"]) > 0 for r in rows.values())
+    assert (tmp_path / "step_overhead.csv").read_text().startswith("# python -m benchmarks.step_overhead")
+
+
+@pytest.mark.slow  # a minute: the test split's evaluation with a history term, twice
+def test_precision_accuracy_tiny(tmp_path, icews):
+    """``precision_accuracy``: float32 and bf16-mixed trained on the same facts, both evaluated."""
+    run_script(
+        "-m", "benchmarks.precision_accuracy", "--epochs", "1", "--facts", "1500", "--rank", "2",
+        "--out-dir", str(tmp_path),
+    )  # fmt: skip
+    rows = read_rows(tmp_path / "precision_accuracy.csv")
+    assert [r["precision"] for r in rows] == ["32-true", "bf16-mixed"]
+    assert all(0 < float(r["time_aware_mrr"]) <= 1 and 0 < float(r["static_mrr"]) <= 1 for r in rows)

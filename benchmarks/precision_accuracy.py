@@ -1,0 +1,117 @@
+"""What training in bfloat16 costs in accuracy: the demo's family at a small rank on ICEWS05-15, the
+same seed and batches, with Lightning's ``precision="32-true"`` and ``"bf16-mixed"`` (autocast: the
+cross-entropy's products in bfloat16, ``rotmem.ops.autocast_inputs``; float32 master weights,
+optimizer state and everything else), on the CPU.
+
+Per precision: the test split's filtered MRR under both filters, realistic ties, and Hits@1/10 of
+the time-aware filter. Writes ``<out-dir>/precision_accuracy.csv`` with the command that made it.
+TF32 has no CPU counterpart (its products exist on NVIDIA GPUs only): its accuracy is left to a GPU
+run of this script with ``--precisions 32-true,tf32,bf16-mixed --accelerator gpu``.
+
+    python -m benchmarks.precision_accuracy                 # rank 16, 2 epochs: ~10 minutes on 2 cores
+    python -m benchmarks.precision_accuracy --epochs 1 --facts 20000 --out-dir /tmp/p   # smoke test
+"""
+
+from __future__ import annotations
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.precision_accuracy (from the checkout's root)")
+
+import argparse
+import dataclasses
+import tempfile
+import warnings
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+
+from benchmarks.harness import command_line, write_rows
+from lightning_modules.kg_data import TemporalKGDataModule
+from lightning_modules.phase2 import Phase2Module
+from rotmem import load_dataset
+from rotmem.evaluation import evaluate_all
+from rotmem.models import RoMemComplEx
+
+PRECISIONS = ("32-true", "tf32", "bf16-mixed")
+# the demo config's family (icews05-15-romem-complex-rules) at a rank the CPU trains in minutes
+FAMILY = dict(
+    speed="constant",
+    init_scale=0.01,
+    init_s=1.0,
+    init_base=10000.0,
+    history_windows=[1, 3, 7, 30, 90, 365],
+    pair_windows=[1, 3, 7, 30],
+    rule_windows=[0, 1, 2, 3, 5, 7, 14, 30],
+)
+
+
+def train_and_evaluate(kg, precision: str, rank: int, epochs: int, accelerator: str, root: str) -> dict:
+    pl.seed_everything(0, verbose=False)
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    data = TemporalKGDataModule(kg=kg, batch_size=500, num_negative_times=0)
+    family = RoMemComplEx(
+        data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=2 * rank, **FAMILY
+    )
+    module = Phase2Module(
+        family, regularizer="modulus3", regularizer_weight=1e-3, smoothness_weight=1.0, time_weight=0.0
+    )
+    trainer = pl.Trainer(
+        max_epochs=epochs,
+        precision="32-true" if precision == "tf32" else precision,
+        accelerator=accelerator,
+        devices=1,
+        default_root_dir=root,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+    )
+    trainer.fit(module, datamodule=data)
+    metrics = evaluate_all(module.model, kg, "test")
+    aware, static = metrics["time-aware/realistic"], metrics["static/realistic"]
+    return {
+        "precision": precision,
+        "rank": rank,
+        "epochs": epochs,
+        "train_facts": kg.train.shape[0],
+        "time_aware_mrr": round(aware["mrr"], 4),
+        "static_mrr": round(static["mrr"], 4),
+        "time_aware_hits@1": round(aware["hits@1"], 4),
+        "time_aware_hits@10": round(aware["hits@10"], 4),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rank", type=int, default=16)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--facts", type=int, default=None, help="train on the first FACTS facts only (smoke)")
+    parser.add_argument("--precisions", default="32-true,bf16-mixed")
+    parser.add_argument("--accelerator", default="cpu")
+    parser.add_argument("--out-dir", default=str(Path(__file__).resolve().parent / "results"))
+    args = parser.parse_args(argv)
+    command = command_line("benchmarks.precision_accuracy", argv)
+    precisions = args.precisions.split(",")
+    unknown = [p for p in precisions if p not in PRECISIONS]
+    if unknown:
+        parser.error(f"unknown precisions {unknown}; expected some of {','.join(PRECISIONS)}")
+    warnings.filterwarnings("ignore", ".*does not have many workers.*")
+    kg = load_dataset("icews05-15")
+    if args.facts:
+        kg = dataclasses.replace(kg, train=kg.train[: args.facts])
+    rows = []
+    with tempfile.TemporaryDirectory() as root:
+        for precision in precisions:
+            row = train_and_evaluate(kg, precision, args.rank, args.epochs, args.accelerator, root)
+            rows.append(row)
+            print(row, flush=True)
+    path = Path(args.out_dir) / "precision_accuracy.csv"
+    write_rows(path, rows, command)
+    print(f"made by: {command}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
