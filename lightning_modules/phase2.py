@@ -26,6 +26,8 @@ from rotmem.models.digest import DIGEST_KEY, state_digest
 from rotmem.models.history import known_facts
 from rotmem.training import LOSSES, OPTIMIZERS, build_optimizer, phase2_loss
 
+MATMUL_PRECISIONS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision: high = TF32
+
 
 class Phase2Module(pl.LightningModule):
     """``L = ½(CE_tail + CE_head) + λ·N3 + λ_t·L_time + λ_s·smoothness`` (or the self-adversarial
@@ -56,7 +58,9 @@ class Phase2Module(pl.LightningModule):
     ranks (``lightning_modules.entity_parallel``; the 1-vs-all loss, no history term).
     ``compile_step=True`` runs the step's objective (``rotmem.training.phase2_loss``) through
     ``torch.compile``: one graph, forward and backward, that a GPU runs without the Python between
-    its kernels (the first steps compile it: seconds).
+    its kernels (the first steps compile it: seconds). ``matmul_precision="high"``: float32 matrix
+    products in TF32 on NVIDIA GPUs (``torch.set_float32_matmul_precision``; bfloat16 products with
+    float32 weights: the trainer's ``precision="bf16-mixed"``).
     """
 
     def __init__(
@@ -75,6 +79,7 @@ class Phase2Module(pl.LightningModule):
         lr: float = 0.1,
         entity_parallel: bool = False,
         compile_step: bool = False,
+        matmul_precision: str = "highest",
     ):
         super().__init__()
         if not isinstance(family, TemporalKGE):
@@ -91,6 +96,10 @@ class Phase2Module(pl.LightningModule):
                 smoothness_weight=smoothness_weight,
             ),
         )
+        if matmul_precision not in MATMUL_PRECISIONS:
+            raise BadSettingError(
+                f"model.matmul_precision: unknown {matmul_precision!r}; expected one of {MATMUL_PRECISIONS}"
+            )
         if loss not in LOSSES:
             raise BadSettingError(f"model.loss: unknown loss {loss!r}; expected one of {LOSSES}")
         if optimizer not in OPTIMIZERS:
@@ -128,6 +137,7 @@ class Phase2Module(pl.LightningModule):
         return self.trainer.datamodule.kg
 
     def setup(self, stage: str) -> None:
+        torch.set_float32_matmul_precision(self.hparams.matmul_precision)
         kg = self.kg
         if self.model.entities is None:
             self.model.set_vocabulary(kg.entities, kg.relations)

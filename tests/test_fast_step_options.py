@@ -1,5 +1,6 @@
-"""The training loader's options for a fast step: ``drop_last`` (every step the same shapes) and
-``num_workers`` (batches and their history counts made in other processes while the step runs)."""
+"""The options for a fast step: the loader's ``drop_last`` (every step the same shapes) and
+``num_workers`` (batches and their history counts made in other processes while the step runs), the
+module's ``compile_step`` and ``matmul_precision``, and the step's profile (``StepProfile``)."""
 
 from __future__ import annotations
 
@@ -113,3 +114,9 @@ def test_a_compiled_step_trains_as_the_eager_one(kg, tmp_path):
         losses[compiled] = seen
     assert len(losses[True]) == 4
     torch.testing.assert_close(torch.tensor(losses[True]), torch.tensor(losses[False]), rtol=1e-5, atol=0)
+
+
+def test_an_unknown_matmul_precision_is_named():
+    family = TNTComplEx(10, 2, tau0=0.0, num_days=5, dim=4)
+    with pytest.raises(BadSettingError, match="model.matmul_precision: unknown 'tf32'; expected one of"):
+        Phase2Module(family, matmul_precision="tf32")
