@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <string>
 #include <tuple>
 
 namespace rotmem {
@@ -188,10 +189,14 @@ inline std::tuple<at::Tensor, at::Tensor> filtered_rank_counts_impl(
     score = at::empty({batch}, q.options().dtype(acc));
     target_host = local_target.cpu();
     const int64_t* t = target_host.const_data_ptr<int64_t>();
+    // (the Python wrapper checks first, before it reorders the targets: b is the caller's position;
+    // the message is rotmem/ops/id_checks.py's)
+    const std::string span = entity_offset == 0 ? c10::str("of ", num_entities, " rows")
+                                                : c10::str("of ids [", entity_offset, ", ",
+                                                           entity_offset + num_entities, ")");
     for (int64_t b = 0; b < batch; ++b) {
-      TORCH_CHECK(t[b] >= 0 && t[b] < num_entities, "rotmem::filtered_rank_counts: target[", b, "] = ",
-                  t[b] + entity_offset, " is outside the entity table's ids [", entity_offset, ", ",
-                  entity_offset + num_entities, "); pass target_score for a shard that does not hold it");
+      TORCH_CHECK_INDEX(t[b] >= 0 && t[b] < num_entities, "filtered_rank_counts: target[", b, "] = ",
+                        t[b] + entity_offset, " is out of range for the entity table ", span);
     }
   }
   const bool pick_while_counting = !target_score && cols == num_entities;
