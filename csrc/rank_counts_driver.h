@@ -24,6 +24,8 @@
 #include <string>
 #include <tuple>
 
+#include "checks.h"
+
 namespace rotmem {
 
 // Device kernels on one tile [rows, cols] (contiguous) of scores of batch rows [r0, r0 + rows)
@@ -83,6 +85,14 @@ inline void check_rank_inputs(const at::Tensor& q, const at::Tensor& entity, con
   }
   TORCH_CHECK(block_rows > 0 && block_cols > 0, op, ": block_rows and block_cols must be positive, got ", block_rows,
               " and ", block_cols);
+  // the kernels read filter_idx[filter_ptr[f, b] .. filter_ptr[f, b + 1]): one readback of three numbers
+  if (batch > 0 && id_checks_enabled(filter_ptr)) {
+    const at::Tensor steps = filter_ptr.narrow(1, 1, batch) - filter_ptr.narrow(1, 0, batch);
+    const at::Tensor summary = at::stack({filter_ptr.min(), filter_ptr.max(), steps.min()}).cpu();
+    const int64_t* v = summary.const_data_ptr<int64_t>();
+    TORCH_CHECK_VALUE(v[0] >= 0 && v[1] <= filter_idx.numel() && v[2] >= 0, op,
+                      ": filter_ptr rows must be non-decreasing offsets into filter_idx [", filter_idx.numel(), "]");
+  }
 }
 
 // The tiles of q @ entity^T, made one at a time in one buffer: the same row block and entity chunk
