@@ -6,17 +6,21 @@ backend: the reference and Triton ops call ``check_ids``; the native kernels do 
 
 The check is one fused reduction (``aminmax`` over the ids) and one readback of its two numbers;
 only when they are out of range is the first bad id looked for. On a GPU that readback waits for
-the device: ``ROTMEM_CHECK_IDS=0`` skips the check there (a bad id then hits the kernels' own
-device-side asserts, or reads out of bounds). Under ``torch.compile`` nothing is read back: a
+the device (``rotmem.host_syncs`` counts it; on the CPU it waits for nothing and is not counted):
+``ROTMEM_CHECK_IDS=0`` skips the check there (a bad id then hits the kernels' own device-side
+asserts, or reads out of bounds). Under ``torch.compile`` nothing is read back: a
 ``torch._assert_async`` naming op and input stands in, so the step still traces.
 """
 
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 
 import torch
-from torch._subclasses.fake_tensor import is_fake
+
+from rotmem.host_syncs import cpu_only
+from rotmem.ops.table_grad import is_traced
 
 
 def enabled(device: torch.device) -> bool:
@@ -44,9 +48,10 @@ def check_ids(
         inside = (ids >= offset) & (ids < offset + rows)
         torch._assert_async(inside.all(), f"{op}: an id of {name} is out of range for {what}")
         return
-    if ids.device.type == "meta" or is_fake(ids):
-        return  # no values to check
-    low, high = torch.stack(torch.aminmax(ids)).tolist()  # one readback of two numbers
+    if ids.device.type == "meta" or is_traced(ids):
+        return  # no values to check (opcheck, make_fx, functorch)
+    with cpu_only() if ids.device.type == "cpu" else nullcontext():  # a CPU readback waits for no GPU
+        low, high = torch.stack(torch.aminmax(ids)).tolist()  # one readback of two numbers
     if low >= offset and high < offset + rows:
         return
     at = int(((ids < offset) | (ids >= offset + rows)).nonzero()[0, 0])

@@ -8,9 +8,11 @@ order (so no id is removed twice).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 
 import torch
 
+from rotmem.host_syncs import cpu_only
 from rotmem.ops import id_checks
 
 
@@ -37,7 +39,8 @@ def check_filter_csr(filter_ptr: torch.Tensor, filter_idx: torch.Tensor, batch: 
     if torch.compiler.is_compiling() or not id_checks.enabled(filter_ptr.device):
         torch._assert_async(spans.all() & sorted_rows, "filter_ptr/filter_idx is not a sorted CSR filter")
         return
-    good_spans, good_rows = torch.stack([spans.all(), sorted_rows]).tolist()  # one readback
+    with cpu_only() if filter_ptr.device.type == "cpu" else nullcontext():  # a CPU readback waits for no GPU
+        good_spans, good_rows = torch.stack([spans.all(), sorted_rows]).tolist()  # one readback
     if not good_spans:
         raise ValueError(
             f"filter_ptr rows must be non-decreasing offsets into filter_idx [{filter_idx.numel()}]"
