@@ -24,6 +24,7 @@ from setuptools import setup
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"  # A100 and H100/H200, PTX for later GPUs
+CXX_STD = "-std=c++17"  # for g++ and nvcc alike; .ci/cxx17_compile.sh checks torch 2.11's headers too
 
 
 def _flag(name: str) -> str | None:
@@ -62,7 +63,9 @@ def native_extensions() -> dict:
     sources += [
         os.path.relpath(p, ROOT) for p in sorted(glob.glob(os.path.join(ROOT, "csrc", "cpu", "*.cpp")))
     ]
-    cxx = ["-O3"]
+    # C++17, not torch's default C++20: torch 2.11's extension build (the GPU machine's) compiles
+    # C++17, so a C++20 feature in csrc/ must fail here as well.
+    cxx = ["-O3", CXX_STD]
     if platform.system() != "Windows":
         # GCC treats a float select as control flow under its default -ftrapping-math and then leaves
         # the cross-entropy's AVX2/SSE exp loops scalar (csrc/cpu/row_math.h); no kernel reads FP flags.
@@ -84,7 +87,7 @@ def native_extensions() -> dict:
             print(f"rotmem: compiling the CUDA kernels for TORCH_CUDA_ARCH_LIST={arch_list}")
         macros.append(("WITH_CUDA", None))
         extension = CUDAExtension
-        extra["nvcc"] = ["-O3", "--expt-relaxed-constexpr", "-lineinfo"]
+        extra["nvcc"] = ["-O3", CXX_STD, "--expt-relaxed-constexpr", "-lineinfo"]
     ext = extension(
         "rotmem._C",
         sources,

@@ -11,6 +11,9 @@
 #   ROTMEM_CI_CACHE=/tmp/c PYTHON=python3 bash .ci/cuda_compile.sh
 #   CUDA_COMPILE_STEPS=nvcc bash .ci/cuda_compile.sh   # a subset of: nvcc triton triton36
 #   CUDA_COMPILE_FILES=csrc/cuda/n3.cu bash .ci/cuda_compile.sh   # some files (report: $CACHE/cuda_ptxas.subset.csv)
+#   CUDA_COMPILE_TORCH_INCLUDE=DIR CUDA_COMPILE_ARCHS=90 bash .ci/cuda_compile.sh  # other torch headers
+#       (DIR/torch/csrc/api/include beside them), some architectures (report: $CACHE/cuda_ptxas.subset.csv);
+#       .ci/cxx17_compile.sh runs it so with torch 2.11's headers, as the GPU machine builds
 #
 # nvcc 13.0 comes from the package registry, pinned to 13.0.* in every part (unpinned, pip pairs
 # nvcc 13.0 with nvvm 13.5; the -cu12 nvcc package ships no nvcc binary), into a cache folder
@@ -48,9 +51,10 @@ if wanted nvcc; then
     echo "#define C10_CUDA_BUILD_SHARED_LIBS" >"$STUB/c10/cuda/impl/cuda_cmake_macros.h"
     read -r TORCH_INCLUDE PY_INCLUDE < <("$PYTHON" -c "import sysconfig, torch.utils.cpp_extension as c;\
 print(c.include_paths()[0], sysconfig.get_paths()['include'])")
+    TORCH_INCLUDE="${CUDA_COMPILE_TORCH_INCLUDE:-$TORCH_INCLUDE}"
     "$CUDA/bin/nvcc" --version | tail -n 2
-    # torch's own extension flags (COMMON_NVCC_FLAGS, the extension macros), C++20 as torch 2.13's headers need
-    FLAGS=(-c -o /dev/null -std=c++20 -O3 -DWITH_CUDA -DTORCH_EXTENSION_NAME=_C -DTORCH_API_INCLUDE_EXTENSION_H
+    # torch's own extension flags (COMMON_NVCC_FLAGS, the extension macros); C++17 as setup.py
+    FLAGS=(-c -o /dev/null -std=c++17 -O3 -DWITH_CUDA -DTORCH_EXTENSION_NAME=_C -DTORCH_API_INCLUDE_EXTENSION_H
         -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_BFLOAT16_CONVERSIONS__
         -D__CUDA_NO_HALF2_OPERATORS__ --expt-relaxed-constexpr -lineinfo
         -I"$CUDA/include" -isystem "$CUDA/include/cccl" -isystem "$STUB" -isystem "$TORCH_INCLUDE"
@@ -77,8 +81,12 @@ print(c.include_paths()[0], sysconfig.get_paths()['include'])")
     nvcc_start=$SECONDS
     status=0
     FILES=${CUDA_COMPILE_FILES:-$(echo csrc/cuda/*.cu)}
-    [[ -n "${CUDA_COMPILE_FILES:-}" ]] && CSV="$CACHE/cuda_ptxas.subset.csv"  # the committed report has every file
-    for file in $FILES; do for arch in 80 90; do echo "$file $arch"; done; done |
+    ARCHS=${CUDA_COMPILE_ARCHS:-80 90}
+    # the committed report has every file, both architectures, the venv's torch
+    if [[ -n "${CUDA_COMPILE_FILES:-}${CUDA_COMPILE_ARCHS:-}${CUDA_COMPILE_TORCH_INCLUDE:-}" ]]; then
+        CSV="$CACHE/cuda_ptxas.subset.csv"
+    fi
+    for file in $FILES; do for arch in $ARCHS; do echo "$file $arch"; done; done |
         xargs -P 2 -n 2 bash -c 'compile "$0" "$1"' || status=1
     echo "nvcc: $(find "$LOGS" -name '*.log' | wc -l) compilations in $((SECONDS - nvcc_start)) s"
     NVCC_VERSION=$("$CUDA/bin/nvcc" --version | tail -n 1)

@@ -3,22 +3,40 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdlib>
+#include <optional>
+#include <string>
 #include <utility>
 
 namespace rotmem {
 
-// Every value of idx lies in [0, rows), except `ignore` when given; else the first bad one is named.
-// CPU tensors only: on CUDA, reading a verdict back would make every call wait for the device, so
-// the CUDA kernels check the ids they read themselves (CUDA_KERNEL_ASSERT_MSG, naming op and input).
+// Whether ids on idx's device are checked: always on the CPU; on CUDA unless ROTMEM_CHECK_IDS=0
+// (the check reads two numbers back, which waits for the device).
+inline bool id_checks_enabled(const at::Tensor& idx) {
+  if (!idx.is_cuda()) return true;
+  const char* flag = std::getenv("ROTMEM_CHECK_IDS");
+  return flag == nullptr || std::string(flag) != "0";
+}
+
+// Every value of idx lies in [0, rows), except `ignore` when given; else an IndexError names the op
+// (without "rotmem::"), the input and the first bad id, as rotmem/ops/id_checks.py does:
+// "cross_entropy_all: target[3] = 10488 is out of range for the entity table of 10488 rows".
+// One aminmax over the ids and one readback of its two numbers (16 bytes); the search for the first
+// bad one runs only when they are out of range. With the check off, the CUDA kernels' own
+// device-side asserts remain.
 inline void check_index_range(const char* op, const at::Tensor& idx, int64_t rows, const char* name, const char* what,
                               std::optional<int64_t> ignore = std::nullopt) {
-  if (idx.numel() == 0 || idx.is_cuda()) return;
-  at::Tensor bad = (idx < 0) | (idx >= rows);
-  if (ignore) bad = bad & (idx != *ignore);
-  if (!bad.any().item<bool>()) return;
-  const int64_t i = bad.nonzero().select(1, 0)[0].item<int64_t>();
-  TORCH_CHECK(false, op, ": ", name, "[", i, "] = ", idx[i].item<int64_t>(), " is out of range for ", what, " of ", rows,
-              " rows");
+  if (idx.numel() == 0 || !id_checks_enabled(idx)) return;
+  const at::Tensor ids = ignore ? idx.reshape(-1).masked_fill(idx.reshape(-1) == *ignore, 0) : idx.reshape(-1);
+  const auto [low, high] = at::aminmax(ids);
+  const at::Tensor both = at::stack({low, high}).cpu();
+  const int64_t* range = both.const_data_ptr<int64_t>();
+  if (range[0] >= 0 && range[1] < rows) return;
+  const int64_t i = ((ids < 0) | (ids >= rows)).nonzero()[0][0].item<int64_t>();
+  const std::string name_of_op(op);
+  const std::string short_op = name_of_op.rfind("rotmem::", 0) == 0 ? name_of_op.substr(8) : name_of_op;
+  TORCH_CHECK_INDEX(false, short_op, ": ", name, "[", i, "] = ", ids[i].item<int64_t>(), " is out of range for ", what,
+                    " of ", rows, " rows");
 }
 
 inline void check_same(const char* op, const at::Tensor& a, const char* a_name, const at::Tensor& b,
@@ -49,7 +67,8 @@ struct IndexedInputs {
 inline IndexedInputs check_indexed(const char* op, const at::Tensor& entity, const at::Tensor& w_table,
                                    const std::optional<at::Tensor>& w_hat_table, const at::Tensor& ent_idx,
                                    const at::Tensor& rel_idx, const at::Tensor& tau, const at::Tensor& alpha,
-                                   const at::Tensor& log_s, const at::Tensor& log_base, double tau0) {
+                                   const at::Tensor& log_s, const at::Tensor& log_base, double tau0,
+                                   bool check_ids = true) {  // false: a backward, its forward checked them
   TORCH_CHECK(entity.dim() == 2 && entity.size(1) % 2 == 0 && entity.size(1) > 0, op,
               ": entity must be [N, 2n] with n >= 1, got ", entity.sizes());
   TORCH_CHECK(w_table.dim() == 2 && w_table.size(1) == entity.size(1), op, ": w_table must be [R, ", entity.size(1),
@@ -72,8 +91,10 @@ inline IndexedInputs check_indexed(const char* op, const at::Tensor& entity, con
     TORCH_CHECK(t.device() == entity.device(), op, ": every input must be on ", entity.device(), ", one is on ",
                 t.device());
   }
-  check_index_range(op, ent_idx, entity.size(0), "ent_idx", "an entity table");
-  check_index_range(op, rel_idx, w_table.size(0), "rel_idx", "a relation table");
+  if (check_ids) {
+    check_index_range(op, ent_idx, entity.size(0), "ent_idx", "the entity table");
+    check_index_range(op, rel_idx, w_table.size(0), "rel_idx", "the relation table");
+  }
   const auto acc = entity.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   IndexedInputs in;
   in.entity = entity.contiguous();

@@ -76,8 +76,9 @@ inline at::ScalarType accumulation_dtype(const at::Tensor& q) {
   return q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
 
+// check_ids: false in the CUDA backward, whose targets the forward checked (no second readback).
 inline void check_cross_entropy_inputs(const at::Tensor& q, const at::Tensor& entity, const at::Tensor& target,
-                                       int64_t block_rows, int64_t block_cols) {
+                                       int64_t block_rows, int64_t block_cols, bool check_ids = true) {
   const char* op = "rotmem::cross_entropy_all";
   TORCH_CHECK(q.dim() == 2 && entity.dim() == 2 && q.size(1) == entity.size(1), op,
               ": expected q [B, D] and entity [N, D], got q ", q.sizes(), " and entity ", entity.sizes());
@@ -90,7 +91,7 @@ inline void check_cross_entropy_inputs(const at::Tensor& q, const at::Tensor& en
   TORCH_CHECK(entity.size(0) > 0, op, ": the entity table is empty");
   TORCH_CHECK(block_rows > 0 && block_cols > 0, op, ": block_rows and block_cols must be positive, got ",
               block_rows, " and ", block_cols);
-  check_index_range(op, target, entity.size(0), "target", "the entity table", kIgnoreIndex);
+  if (check_ids) check_index_range(op, target, entity.size(0), "target", "the entity table", kIgnoreIndex);
 }
 
 // coef_b = grad_b * valid_b (/ #valid for "mean"), the weight of row b in the loss; grad may be
@@ -293,7 +294,7 @@ inline std::tuple<at::Tensor, at::Tensor> cross_entropy_all_backward_impl(
     const at::Tensor& lse, const std::string& reduction, int64_t block_rows, int64_t block_cols, bool need_q,
     bool need_entity, const TileKernels& kernels) {
   const Reduction red = parse_reduction(reduction);
-  check_cross_entropy_inputs(q, entity, target, block_rows, block_cols);
+  check_cross_entropy_inputs(q, entity, target, block_rows, block_cols, /*check_ids=*/!target.is_cuda());
   TORCH_CHECK(lse.dim() == 1 && lse.size(0) == q.size(0), "rotmem::cross_entropy_all_backward: lse must be [",
               q.size(0), "], got ", lse.sizes());
   TORCH_CHECK(red == Reduction::kNone ? grad.dim() == 1 && grad.size(0) == q.size(0) : grad.numel() == 1,

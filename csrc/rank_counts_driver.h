@@ -21,7 +21,10 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <string>
 #include <tuple>
+
+#include "checks.h"
 
 namespace rotmem {
 
@@ -82,6 +85,14 @@ inline void check_rank_inputs(const at::Tensor& q, const at::Tensor& entity, con
   }
   TORCH_CHECK(block_rows > 0 && block_cols > 0, op, ": block_rows and block_cols must be positive, got ", block_rows,
               " and ", block_cols);
+  // the kernels read filter_idx[filter_ptr[f, b] .. filter_ptr[f, b + 1]): one readback of three numbers
+  if (batch > 0 && id_checks_enabled(filter_ptr)) {
+    const at::Tensor steps = filter_ptr.narrow(1, 1, batch) - filter_ptr.narrow(1, 0, batch);
+    const at::Tensor summary = at::stack({filter_ptr.min(), filter_ptr.max(), steps.min()}).cpu();
+    const int64_t* v = summary.const_data_ptr<int64_t>();
+    TORCH_CHECK_VALUE(v[0] >= 0 && v[1] <= filter_idx.numel() && v[2] >= 0, op,
+                      ": filter_ptr rows must be non-decreasing offsets into filter_idx [", filter_idx.numel(), "]");
+  }
 }
 
 // The tiles of q @ entity^T, made one at a time in one buffer: the same row block and entity chunk
@@ -188,10 +199,14 @@ inline std::tuple<at::Tensor, at::Tensor> filtered_rank_counts_impl(
     score = at::empty({batch}, q.options().dtype(acc));
     target_host = local_target.cpu();
     const int64_t* t = target_host.const_data_ptr<int64_t>();
+    // (the Python wrapper checks first, before it reorders the targets: b is the caller's position;
+    // the message is rotmem/ops/id_checks.py's)
+    const std::string span = entity_offset == 0 ? c10::str("of ", num_entities, " rows")
+                                                : c10::str("of ids [", entity_offset, ", ",
+                                                           entity_offset + num_entities, ")");
     for (int64_t b = 0; b < batch; ++b) {
-      TORCH_CHECK(t[b] >= 0 && t[b] < num_entities, "rotmem::filtered_rank_counts: target[", b, "] = ",
-                  t[b] + entity_offset, " is outside the entity table's ids [", entity_offset, ", ",
-                  entity_offset + num_entities, "); pass target_score for a shard that does not hold it");
+      TORCH_CHECK_INDEX(t[b] >= 0 && t[b] < num_entities, "filtered_rank_counts: target[", b, "] = ",
+                        t[b] + entity_offset, " is out of range for the entity table ", span);
     }
   }
   const bool pick_while_counting = !target_score && cols == num_entities;

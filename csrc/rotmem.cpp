@@ -121,7 +121,9 @@ extern "C" {
 // (1 when the CUDA kernels were compiled in), COMPILED_CPU_ISAS (the instruction sets the CPU
 // kernels were compiled for) and the three functions above.
 PyMODINIT_FUNC PyInit__C(void) {
-  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};
+  // every field positionally (C++17: no designated initialisers): slots, traverse, clear, free unused
+  static struct PyModuleDef module_def = {
+      PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods, nullptr, nullptr, nullptr, nullptr};
   PyObject* module = PyModule_Create(&module_def);
   if (module == nullptr) return nullptr;
 #ifdef WITH_CUDA

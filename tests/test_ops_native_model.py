@@ -120,9 +120,9 @@ def test_bad_indices_are_named():
     args = dict(
         tau=torch.zeros(2), alpha=torch.ones(2), log_s=torch.tensor(0.0), log_base=torch.tensor(2.0), tau0=0.0
     )
-    with pytest.raises(RuntimeError, match=r"ent_idx\[1\] = 5 is out of range for an entity table of 5 rows"):
+    with pytest.raises(IndexError, match=r"ent_idx\[1\] = 5 is out of range for the entity table of 5 rows"):
         native.unrotated_query_indexed(entity, w, None, torch.tensor([0, 5]), torch.tensor([0, 0]), **args)
-    with pytest.raises(RuntimeError, match=r"rel_idx\[0\] = -1 is out of range"):
+    with pytest.raises(IndexError, match=r"rel_idx\[0\] = -1 is out of range"):
         native.unrotated_query_indexed(entity, w, None, torch.tensor([0, 1]), torch.tensor([-1, 0]), **args)
     with pytest.raises(ValueError, match="w_hat_table"):
         native.unrotated_query_indexed(
@@ -132,7 +132,7 @@ def test_bad_indices_are_named():
 
 def test_bad_cross_entropy_inputs_are_named():
     q, e = torch.zeros(3, 4), torch.zeros(6, 4)
-    with pytest.raises(RuntimeError, match=r"target\[2\] = 6 is out of range for the entity table of 6 rows"):
+    with pytest.raises(IndexError, match=r"target\[2\] = 6 is out of range for the entity table of 6 rows"):
         native.cross_entropy_all(q, e, torch.tensor([0, 1, 6]))
     with pytest.raises(ValueError, match="reduction"):
         native.cross_entropy_all(q, e, torch.tensor([0, 1, 2]), reduction="max")
@@ -174,9 +174,10 @@ DEVICE_ASSERTS = {
 @pytest.mark.skipif(not native.is_available("cuda"), reason="needs the CUDA build and a GPU")
 @pytest.mark.parametrize("ids", sorted(DEVICE_ASSERTS))
 def test_bad_ids_on_cuda_fail_on_the_device_naming_the_input(ids):
-    """On CUDA the kernels check ids themselves (no host sync): a device-side assert that names the
-    input. It leaves the CUDA context unusable, so it runs in a subprocess."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    """With the host's id check off (``ROTMEM_CHECK_IDS=0``: no readback) the CUDA kernels still
+    check the ids they read: a device-side assert that names the input. It leaves the CUDA context
+    unusable, so it runs in a subprocess. (With the check on: tests/test_ops_id_ranges.py.)"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "ROTMEM_CHECK_IDS": "0"}
     result = subprocess.run(
         [sys.executable, "-c", BAD_IDS_ON_CUDA.format(ids=repr(ids))],
         capture_output=True,

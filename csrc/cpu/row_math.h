@@ -6,8 +6,8 @@
 // instruction set runs (isa.h), so one wheel runs everywhere and uses the widest unit present.
 #pragma once
 
-#include <bit>
 #include <cstdint>
+#include <cstring>
 
 #include "isa.h"
 
@@ -30,7 +30,10 @@ __attribute__((always_inline)) inline float exp_approx(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  return p * std::bit_cast<float>((static_cast<int32_t>(k) + 127) << 23);  // p * 2^k
+  const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
+  float scale;  // 2^k; memcpy is C++17's bit_cast (one register move after optimisation)
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;  // p * 2^k
 }
 
 }  // namespace rotmem::cpu

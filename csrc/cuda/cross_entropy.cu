@@ -15,8 +15,8 @@ namespace {
 using cuda::exp_;
 using cuda::kThreads;
 
-// Targets are checked here, on the device (check_index_range skips CUDA tensors: a host check
-// would wait for the device at every call).
+// The host checks the targets first (check_index_range); this device-side assert remains for
+// ROTMEM_CHECK_IDS=0 and the backward.
 __device__ __forceinline__ void check_target(int64_t t, int64_t num_entities) {
   CUDA_KERNEL_ASSERT_MSG(t == kIgnoreIndex || (t >= 0 && t < num_entities),
                          "rotmem::cross_entropy_all: a target is out of range for the entity table");

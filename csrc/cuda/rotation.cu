@@ -104,8 +104,8 @@ struct Angle {
   int64_t n;
   int64_t entity_rows, relation_rows;  // for the device-side id checks
 
-  // Row offsets (in elements) of fact b's entity and relation; the ids are checked here, on the
-  // device (check_index_range skips CUDA tensors: a host check would wait for the device).
+  // Row offsets (in elements) of fact b's entity and relation. The host checks the ids first
+  // (check_index_range); these device-side asserts remain for ROTMEM_CHECK_IDS=0 and the backward.
   __device__ __forceinline__ void rows_of(const int64_t* ent_idx, const int64_t* rel_idx, int64_t b, int64_t& h0,
                                           int64_t& r0) const {
     const int64_t e = ent_idx[b], r = rel_idx[b];
@@ -347,8 +347,8 @@ unrotated_query_indexed_backward_cuda(const at::Tensor& grad_in, const at::Tenso
   const char* op = "rotmem::unrotated_query_indexed_backward";
   const c10::cuda::CUDAGuard guard(
       indexed_device(op, &grad_in, entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base));
-  const IndexedInputs in =
-      check_indexed(op, entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0);
+  const IndexedInputs in = check_indexed(op, entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s,
+                                         log_base, tau0, /*check_ids=*/false);  // the forward checked them
   const int64_t n = in.n, batch = in.batch;
   TORCH_CHECK(grad_in.dim() == 2 && grad_in.size(0) == batch && grad_in.size(1) == 2 * n, op, ": grad must be [",
               batch, ", ", 2 * n, "], got ", grad_in.sizes());

@@ -20,6 +20,7 @@ import torch
 
 from rotmem import ops
 from rotmem.host_syncs import cpu_only
+from rotmem.ops.id_checks import check_ids
 from rotmem.ops.table_grad import gather_rows, is_traced
 
 PAD = 16
@@ -40,6 +41,10 @@ def cross_entropy_all_biased(
     logits at ``(rows [P], cols [P])`` (distinct pairs), ``target [B]`` (module docstring).
     ``reduction``: ``"mean"`` or ``"sum"``. ``sparse_grad``: the pairs' entity rows give the table
     a sparse gradient (``rotmem.ops.table_grad``), for a loss whose CE gives it a dense one."""
+    # the widened table has one more row: without this, target == N would read it
+    check_ids("cross_entropy_all_biased", "target", target, entity.shape[0], ignore=-100)
+    check_ids("cross_entropy_all_biased", "rows", rows, q.shape[0], "q")
+    check_ids("cross_entropy_all_biased", "cols", cols, entity.shape[0])
     if reduction not in ("mean", "sum"):
         raise ValueError(f"unknown reduction {reduction!r}; expected 'mean' or 'sum'")
     if bias.numel() and not is_traced(bias) and bias.device.type == "cpu":

@@ -8,14 +8,19 @@ order (so no id is removed twice).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 
 import torch
+
+from rotmem.host_syncs import cpu_only
+from rotmem.ops import id_checks
 
 
 def check_filter_csr(filter_ptr: torch.Tensor, filter_idx: torch.Tensor, batch: int) -> None:
     """Raise a ValueError naming the problem unless ``(filter_ptr [F, B+1], filter_idx)`` is such a CSR.
 
-    On a CUDA tensor the ordering check is a device-side assert (no wait for the device).
+    On a GPU it reads two booleans back, as ``rotmem.ops.id_checks`` does; with ``ROTMEM_CHECK_IDS=0``
+    there, and under ``torch.compile``, it is a device-side assert instead (no wait for the device).
     """
     if filter_ptr.dim() != 2 or filter_ptr.shape[1] != batch + 1 or filter_ptr.dtype != torch.int64:
         raise ValueError(
@@ -31,15 +36,17 @@ def check_filter_csr(filter_ptr: torch.Tensor, filter_idx: torch.Tensor, batch: 
     steps = filter_ptr[:, 1:] - filter_ptr[:, :-1]
     spans = filter_ptr[:, 0].ge(0) & filter_ptr[:, -1].le(filter_idx.numel()) & steps.ge(0).all(1)
     sorted_rows = _rows_increase(filter_ptr, filter_idx)
-    if filter_ptr.device.type == "cpu":
-        if not bool(spans.all()):
-            raise ValueError(
-                f"filter_ptr rows must be non-decreasing offsets into filter_idx [{filter_idx.numel()}]"
-            )
-        if not bool(sorted_rows):
-            raise ValueError("each filter row's ids must be strictly increasing (sorted, no repeats)")
-    else:
+    if torch.compiler.is_compiling() or not id_checks.enabled(filter_ptr.device):
         torch._assert_async(spans.all() & sorted_rows, "filter_ptr/filter_idx is not a sorted CSR filter")
+        return
+    with cpu_only() if filter_ptr.device.type == "cpu" else nullcontext():  # a CPU readback waits for no GPU
+        good_spans, good_rows = torch.stack([spans.all(), sorted_rows]).tolist()  # one readback
+    if not good_spans:
+        raise ValueError(
+            f"filter_ptr rows must be non-decreasing offsets into filter_idx [{filter_idx.numel()}]"
+        )
+    if not good_rows:
+        raise ValueError("each filter row's ids must be strictly increasing (sorted, no repeats)")
 
 
 def _rows_increase(filter_ptr: torch.Tensor, filter_idx: torch.Tensor) -> torch.Tensor:

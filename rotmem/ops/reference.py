@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from rotmem.ops.id_checks import check_ids
 from rotmem.ops.rank_csr import check_filter_csr
 from rotmem.ops.table_grad import gather_rows
 
@@ -78,6 +79,8 @@ def unrotated_query_indexed(
     ``tau [B]`` days, ``alpha [B]`` speeds of the batch's relations. With ``sparse_grad`` the
     entity table's gradient is sparse (``rotmem.ops.table_grad``).
     """
+    check_ids("unrotated_query_indexed", "ent_idx", ent_idx, entity.shape[0])
+    check_ids("unrotated_query_indexed", "rel_idx", rel_idx, w_table.shape[0], "the relation table")
     n = entity.shape[-1] // 2
     theta = angles(alpha, tau, log_s, log_base, tau0, n)
     w_hat = None if w_hat_table is None else w_hat_table[rel_idx]
@@ -102,6 +105,7 @@ def cross_entropy_all(
     q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, reduction: str = "mean"
 ) -> torch.Tensor:
     """1-vs-all cross-entropy of ``q [B, 2n]`` against all of ``entity [N, 2n]``, ``target [B]``."""
+    check_ids("cross_entropy_all", "target", target, entity.shape[0], ignore=-100)
     return F.cross_entropy(score_all(q, entity).float(), target, reduction=reduction)
 
 
@@ -135,8 +139,7 @@ def filtered_rank_counts(
     local = target - entity_offset
     inside = (local >= 0) & (local < num_entities)
     if target_score is None:
-        if not bool(inside.all()):
-            raise IndexError("a target lies outside the entity table; pass target_score for a shard")
+        check_ids("filtered_rank_counts", "target", target, num_entities, offset=entity_offset)
         target_score = scores.gather(1, local.unsqueeze(1)).squeeze(1)
     rows = torch.arange(batch, device=q.device)
     excluded = torch.zeros(batch, num_entities, dtype=torch.bool, device=q.device)
@@ -183,6 +186,9 @@ def cross_entropy_all_biased(
 ) -> torch.Tensor:
     """``cross_entropy_all`` with ``bias [P]`` added to the logits at ``(rows [P], cols [P])``
     (pairs distinct), the rest of ``[B, N]`` unbiased."""
+    check_ids("cross_entropy_all_biased", "target", target, entity.shape[0], ignore=-100)
+    check_ids("cross_entropy_all_biased", "rows", rows, q.shape[0], "q")
+    check_ids("cross_entropy_all_biased", "cols", cols, entity.shape[0])
     logits = score_all(q, entity).float().index_put((rows, cols), bias.float(), accumulate=True)
     return F.cross_entropy(logits, target, reduction=reduction)
 

@@ -15,10 +15,11 @@ Where the results differ from the reference by design:
   rounds every intermediate. Tables' gradients are summed in float32 and rounded once.
 - ``cross_entropy_all`` and ``n3`` return float32, or float64 for float64 inputs (the reference
   always returns float32).
-- Indices must lie in ``[0, rows)``; negative indices raise instead of wrapping around. On the CPU
-  the first bad one is named at once; on CUDA the kernels check ids on the device (a host check
-  would make every call wait for the GPU), so a bad id surfaces as a device-side assert naming the
-  op and input, asynchronously, as with torch's own indexing (``CUDA_LAUNCH_BLOCKING=1`` pins it).
+- Indices must lie in ``[0, rows)``; negative indices raise instead of wrapping around. The first
+  bad one is named in an ``IndexError`` before any kernel runs, on the CPU and on CUDA (one
+  ``aminmax`` and a 16-byte readback: ``csrc/checks.h``, docs/kernels.md "Bad input"). With
+  ``ROTMEM_CHECK_IDS=0`` CUDA skips that readback, and the kernels' device-side asserts name op and
+  input, asynchronously, as with torch's own indexing (``CUDA_LAUNCH_BLOCKING=1`` pins it).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import torch
 
 from rotmem.ops import ce_tiles
+from rotmem.ops.id_checks import check_ids
 from rotmem.ops.native._extension import acc_dtype
 from rotmem.ops.rank_csr import check_filter_csr, in_target_order
 
@@ -48,6 +49,9 @@ def filtered_rank_counts_tiled(
             q, entity, target, target_score, filter_ptr, filter_idx, entity_offset, block_rows, block_cols
         )
 
+    # here, before in_target_order reorders the targets: the kernel would name a position of that order
+    if target_score is None:
+        check_ids("filtered_rank_counts", "target", target, entity.shape[0], offset=entity_offset)
     if target_score is None and block_cols < entity.shape[0]:
         return in_target_order(count, q, target.long(), filter_ptr, filter_idx)
     return count(q, target.long(), filter_ptr, filter_idx)

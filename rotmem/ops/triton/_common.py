@@ -11,6 +11,8 @@ from torch._subclasses.fake_tensor import is_fake
 from torch.library import custom_op, triton_op, wrap_triton
 from triton.language.extra import libdevice
 
+from rotmem.ops.id_checks import check_ids
+
 
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
@@ -113,28 +115,15 @@ def pow2(n: int, low: int = 1, high: int = 1 << 30) -> int:
     return max(low, min(high, triton.next_power_of_2(max(n, 1))))
 
 
-def check_index(name: str, index: torch.Tensor, size: int, ignore: int | None = None) -> None:
-    """Fail, naming ``index``, when an id is outside ``[0, size)`` (kernels would read out of bounds).
-
-    ``ignore``: one more allowed id, outside that range, that marks an ignored row (the
-    cross-entropy's -100). On the CPU this raises an IndexError at once, with the first bad id; on
-    a GPU it is a device-side assert (no sync).
-    """
+def check_index(
+    op: str, name: str, index: torch.Tensor, size: int, what: str, ignore: int | None = None
+) -> None:
+    """Fail, naming op and ``index``, when an id is outside ``[0, size)`` (kernels would read out of
+    bounds): ``rotmem.ops.id_checks.check_ids`` after the dtype check. ``ignore``: one more allowed
+    id, the cross-entropy's -100."""
     if index.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"{name} must hold int64 (or int32) ids, got {index.dtype}")
-    if index.numel() == 0:
-        return
-    bad = (index < 0) | (index >= size)
-    if ignore is not None:
-        bad &= index != ignore
-    allowed = f"[0, {size})" + ("" if ignore is None else f" (or {ignore}, ignored)")
-    if index.device.type == "cpu":
-        if bad.any():
-            at = int(bad.flatten().nonzero()[0])
-            value = int(index.flatten()[at])
-            raise IndexError(f"{name} has ids outside {allowed}: {value} at position {at}")
-    else:
-        torch._assert_async(~bad.any(), f"{name} has ids outside {allowed}")
+    check_ids(op, name, index, size, what, ignore=ignore)
 
 
 def promoted(*items: torch.Tensor | torch.dtype | None) -> torch.dtype:

@@ -321,7 +321,9 @@ def cross_entropy_all(
         raise ValueError("entity is empty: cross-entropy needs at least one candidate")
     if target.shape != (q.shape[0],):
         raise ValueError(f"target must have shape ({q.shape[0]},) like q's rows, got {tuple(target.shape)}")
-    check_index("target", target, entity.shape[0], ignore=IGNORE_INDEX)
+    check_index(
+        "cross_entropy_all", "target", target, entity.shape[0], "the entity table", ignore=IGNORE_INDEX
+    )
     q, entity, target = q.contiguous(), entity.contiguous(), target.long().contiguous()
     rows, cols = ce_tiles.cross_entropy_blocks(q.shape[0], entity.shape[0])
     need_q = q.requires_grad and torch.is_grad_enabled()

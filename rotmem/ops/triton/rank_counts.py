@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from rotmem.ops import ce_tiles
+from rotmem.ops.id_checks import check_ids
 from rotmem.ops.rank_csr import check_filter_csr, in_target_order
 from rotmem.ops.triton._common import check_float, check_same_device, is_fp64, kernel_op, launch, pow2, upcast
 
@@ -141,15 +142,9 @@ def filtered_rank_counts(
     if target_score is not None and target_score.shape != (q.shape[0],):
         raise ValueError(f"target_score must have shape ({q.shape[0]},), got {tuple(target_score.shape)}")
     check_filter_csr(filter_ptr, filter_idx, q.shape[0])
-    local = target.long() - entity_offset
     if target_score is None:
-        outside = (local < 0) | (local >= entity.shape[0])
-        if bool(outside.any()):
-            at = int(outside.nonzero()[0])
-            raise IndexError(
-                f"target[{at}] = {int(target[at])} is outside the entity table's ids "
-                f"[{entity_offset}, {entity_offset + entity.shape[0]}); pass target_score for a shard"
-            )
+        check_ids("filtered_rank_counts", "target", target, entity.shape[0], offset=entity_offset)
+    local = target.long() - entity_offset
     rows, cols = ce_tiles.cross_entropy_blocks(q.shape[0], entity.shape[0])
     q, entity = q.contiguous(), entity.contiguous()
     local_idx = (filter_idx - entity_offset).contiguous()

@@ -244,8 +244,8 @@ def unrotated_query_indexed(
     if w_hat_table is not None and w_hat_table.shape != w_table.shape:
         raise ValueError(f"w_hat_table {tuple(w_hat_table.shape)} must match w_table {tuple(w_table.shape)}")
     check_same_device(**tables, ent_idx=ent_idx, rel_idx=rel_idx, tau=tau, alpha=alpha)
-    check_index("ent_idx", ent_idx, entity.shape[0])
-    check_index("rel_idx", rel_idx, w_table.shape[0])
+    check_index("unrotated_query_indexed", "ent_idx", ent_idx, entity.shape[0], "the entity table")
+    check_index("unrotated_query_indexed", "rel_idx", rel_idx, w_table.shape[0], "the relation table")
     rows = ent_idx.shape[0]
     for name, t in {"rel_idx": rel_idx, "tau": tau, "alpha": alpha}.items():
         if t.shape != (rows,):
