@@ -24,6 +24,7 @@ from rotmem.models import TemporalKGE
 from rotmem.models.checkpoint import check_digest, model_state
 from rotmem.models.digest import DIGEST_KEY, state_digest
 from rotmem.models.history import known_facts
+from rotmem.ops.id_checks import check_fact_ids, unchecked_on_device
 from rotmem.training import LOSSES, OPTIMIZERS, build_optimizer, phase2_loss
 
 MATMUL_PRECISIONS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision: high = TF32
@@ -141,6 +142,7 @@ class Phase2Module(pl.LightningModule):
         kg = self.kg
         if self.model.entities is None:
             self.model.set_vocabulary(kg.entities, kg.relations)
+        check_fact_ids(kg.train, self.model.num_entities, self.model.num_relations, f"{kg.name} train split")
         history = getattr(self.model, "history", None)
         if history is not None and history.is_empty:
             history.index(kg.train)
@@ -176,9 +178,13 @@ class Phase2Module(pl.LightningModule):
         hp = self.hparams
         if self.entity_table is not None:
             return self._entity_parallel_step(entity_parallel.global_batch(self, batch))
-        loss, parts = self._phase2_loss(
-            self.model, batch, self.objective, self.sigma(), hp.loss, hp.adversarial_temperature
-        )
+        # the batches are rows of the training split, whose ids setup checked on the host: the
+        # ops' per-call id checks, which on a GPU would wait for it, are skipped (the backward's
+        # kernels never check)
+        with unchecked_on_device():
+            loss, parts = self._phase2_loss(
+                self.model, batch, self.objective, self.sigma(), hp.loss, hp.adversarial_temperature
+            )
         return self._log_loss(loss, parts, batch["facts"].shape[0])
 
     def _entity_parallel_step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -4,6 +4,8 @@ module's ``compile_step`` and ``matmul_precision``, and the step's profile (``St
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import pytorch_lightning as pl
 import torch
@@ -120,3 +122,28 @@ def test_an_unknown_matmul_precision_is_named():
     family = TNTComplEx(10, 2, tau0=0.0, num_days=5, dim=4)
     with pytest.raises(BadSettingError, match="model.matmul_precision: unknown 'tf32'; expected one of"):
         Phase2Module(family, matmul_precision="tf32")
+
+
+def test_steps_skip_the_per_call_id_checks_off_the_cpu_only_inside_the_block(monkeypatch):
+    from rotmem.ops import id_checks
+
+    monkeypatch.setenv("ROTMEM_CHECK_IDS", "1")
+    cuda = torch.device("cuda")  # a device object only: no GPU needed to ask
+    with id_checks.unchecked_on_device():
+        assert not id_checks.enabled(cuda) and id_checks.enabled(torch.device("cpu"))
+    assert id_checks.enabled(cuda)
+
+
+def test_training_facts_outside_the_model_are_named_at_setup(kg, tmp_path):
+    """A hand-made graph whose facts name an entity past its vocabulary fails at setup, on the host,
+    in one line: the steps then skip the per-call checks safely."""
+    train = kg.train.clone()
+    train[7, 2] = kg.num_entities
+    data = TemporalKGDataModule(kg=dataclasses.replace(kg, train=train), batch_size=256, num_negative_times=0)
+    family = TNTComplEx(data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=4)
+    trainer = pl.Trainer(
+        max_steps=1, default_root_dir=tmp_path, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+    )  # fmt: skip
+    with pytest.raises(IndexError, match=rf"train split: tail\[7\] = {kg.num_entities} is out of range"):
+        trainer.fit(Phase2Module(family), datamodule=data)

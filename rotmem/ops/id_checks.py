@@ -15,7 +15,8 @@ asserts, or reads out of bounds). Under ``torch.compile`` nothing is read back: 
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 
 import torch
 
@@ -26,6 +27,23 @@ from rotmem.ops.table_grad import is_traced
 def enabled(device: torch.device) -> bool:
     """Whether ids on ``device`` are checked: always on the CPU, elsewhere unless ``ROTMEM_CHECK_IDS=0``."""
     return device.type == "cpu" or os.environ.get("ROTMEM_CHECK_IDS", "1").strip() != "0"
+
+
+@contextmanager
+def unchecked_on_device() -> Iterator[None]:
+    """Within the block, ids off the CPU are not checked (``ROTMEM_CHECK_IDS=0``, which the native
+    kernels read too): for a caller that checked its ids once on the host, such as a training loop
+    whose batches are rows of a graph checked when it was loaded, so that its steps never wait for
+    the GPU. The previous setting is restored after."""
+    before = os.environ.get("ROTMEM_CHECK_IDS")
+    os.environ["ROTMEM_CHECK_IDS"] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("ROTMEM_CHECK_IDS", None)
+        else:
+            os.environ["ROTMEM_CHECK_IDS"] = before
 
 
 def check_ids(
@@ -57,3 +75,13 @@ def check_ids(
     at = int(((ids < offset) | (ids >= offset + rows)).nonzero()[0, 0])
     span = f"of {rows} rows" if offset == 0 else f"of ids [{offset}, {offset + rows})"
     raise IndexError(f"{op}: {name}[{at}] = {int(ids[at])} is out of range for {what} {span}")
+
+
+def check_fact_ids(facts: torch.Tensor, num_entities: int, num_relations: int, where: str) -> None:
+    """``facts [M, 4]`` ``(h, r, t, day)`` name only entities and relations of the model's tables;
+    else one ``IndexError`` line naming ``where``, the column and the first bad fact. Checked where
+    the facts are (the host, once), so that steps over them need not check again."""
+    for column, name, rows, what in ((0, "head", num_entities, "the entity table"),
+                                     (1, "relation", num_relations, "the relation table"),
+                                     (2, "tail", num_entities, "the entity table")):  # fmt: skip
+        check_ids(where, name, facts[:, column], rows, what)
