@@ -123,3 +123,18 @@ def test_the_data_module_carries_the_counts_of_each_batch(kg):
     want = model.history.training_counts(kg.train[:64])
     for got, expected in zip(batch["history_counts"], want, strict=True):
         assert torch.equal(got, expected)
+
+
+def test_a_fused_evaluation_waits_for_the_device_once_per_split(kg, monkeypatch):
+    """The known answers' rows are made on the host, the non-finite check runs once over all
+    batches: one readback for the whole split, not several per batch (11 batches here)."""
+    if not backend.available("native", "cpu"):
+        pytest.skip("the native backend is not built")
+    from rotmem.evaluation import evaluate_all
+
+    monkeypatch.setenv("ROTMEM_BACKEND", "native")
+    model = families(kg)["romem"]
+    evaluate_all(model, kg, "test", batch_size=100)  # the one-time day-range check
+    with HostSyncCounter() as syncs:
+        evaluate_all(model, kg, "test", batch_size=100)
+    assert kg.test.shape[0] > 1000 and syncs.total == 1, syncs.summary()

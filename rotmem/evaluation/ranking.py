@@ -15,6 +15,7 @@ import torch
 
 from rotmem import ops
 from rotmem.evaluation.filters import FILTERS, AnswerFilter
+from rotmem.host_syncs import cpu_only
 from rotmem.models.history import known_facts
 
 TIE_RULES = ("optimistic", "realistic", "pessimistic")
@@ -112,6 +113,7 @@ def batch_ranks(
     fused: bool = True,
     rank_counts: Callable[..., tuple[torch.Tensor, torch.Tensor]] = ops.filtered_rank_counts,
     check: bool = True,
+    csr: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> dict[tuple[str, str], torch.Tensor]:
     """Ranks of a batch ``facts [B, 4]`` (on the model's device), tail queries then head queries:
     ``{(filter, tie_rule): ranks [2B]}``. ``where`` names the batch in the error a non-finite
@@ -119,13 +121,14 @@ def batch_ranks(
     which a model with a history term (a sparse bias on ``q @ entity^T``) always takes.
     ``rank_counts``: ``ops.filtered_rank_counts`` or a sharded table's (``rotmem.distributed``).
     ``check=False`` leaves the non-finite check to the caller (``check_counts`` on the ranks, once
-    for many batches: on a GPU each check waits for it)."""
+    for many batches: on a GPU each check waits for it). ``csr``: the batch's ``filter_csr``, made
+    beforehand (on the host, where its sizes cost no wait), else made here."""
     if not fused or getattr(model, "history", None) is not None:
         return _eager_batch_ranks(model, facts, filters, kinds, where)
     h, r, t, day = facts.unbind(1)
     tau = day.double()
     queries = torch.cat([model.query_tails(h, r, tau), model.query_heads(r, t, tau)])
-    filter_ptr, filter_idx = filter_csr(filters, kinds, facts)
+    filter_ptr, filter_idx = csr if csr is not None else filter_csr(filters, kinds, facts)
     higher, ties = rank_counts(queries, model.entity, torch.cat([t, h]), filter_ptr, filter_idx)
     if check:
         check_counts(higher, where)
@@ -186,18 +189,16 @@ def rank_queries(
     ``where`` names the queries in errors (e.g. ``"test split"``)."""
     device = model.entity.device
     wheres = [f"{where}, batch {i}" for i in range(-(-queries.shape[0] // batch_size))]
-    parts = [
-        batch_ranks(
-            model,
-            queries[i * batch_size : (i + 1) * batch_size].to(device),
-            filters,
-            kinds,
-            wheres[i],
-            fused,
-            check=False,
-        )
-        for i in range(len(wheres))
-    ]
+    host = queries.cpu()
+    parts = []
+    for i, label in enumerate(wheres):
+        batch = host[i * batch_size : (i + 1) * batch_size]
+        # the known answers' rows on the host (their sizes cost a GPU a wait each), then moved
+        csr = None
+        if fused and getattr(model, "history", None) is None:
+            with cpu_only():
+                csr = tuple(t.to(device, non_blocking=True) for t in filter_csr(filters, kinds, batch))
+        parts.append(batch_ranks(model, batch.to(device), filters, kinds, label, fused, check=False, csr=csr))
     # one wait for the device over all batches: a count below 0 (rank below 1) marks a NaN score
     optimistic = (kinds[0], "optimistic")
     bad = torch.stack([(part[optimistic] < 1).any() for part in parts])
@@ -229,7 +230,8 @@ def evaluate_all(
             ranks = rank_queries(model, facts, known, filters, batch_size, f"{split} split", fused)
     finally:
         model.train(was_training)
-    return {f"{kind}/{tie}": metrics_from_ranks(r) for (kind, tie), r in ranks.items()}
+    with cpu_only():  # the ranks are on the host by now
+        return {f"{kind}/{tie}": metrics_from_ranks(r) for (kind, tie), r in ranks.items()}
 
 
 def evaluate(
