@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import torch
 
-from rotmem.host_syncs import cpu_only
 from rotmem.ops import ce_tiles
+from rotmem.ops.id_checks import check_ids
 
 IGNORE_INDEX = -100
 REDUCTIONS = ("mean", "sum", "none")
@@ -168,11 +168,8 @@ class _Recompute(torch.autograd.Function):
 
 
 def check_inputs(q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, reduction: str) -> None:
-    """One-line errors for bad shapes, dtypes and (for CPU targets) out-of-range targets.
-
-    A CUDA target's range is not read back here: that would make every training step wait for the
-    GPU. An out-of-range CUDA target fails in ``gather`` with torch's device-side index assert.
-    """
+    """One-line errors for bad shapes, dtypes and out-of-range targets (``rotmem.ops.id_checks``:
+    on a GPU one 16-byte readback, which a training step skips: ``id_checks.unchecked_on_device``)."""
     if reduction not in REDUCTIONS:
         raise ValueError(f"cross_entropy_all: unknown reduction {reduction!r}; expected one of {REDUCTIONS}")
     if q.dim() != 2 or entity.dim() != 2 or q.shape[1] != entity.shape[1]:
@@ -194,15 +191,7 @@ def check_inputs(q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, re
             f"cross_entropy_all: q, entity and target must be on one device, got {q.device}, "
             f"{entity.device}, {target.device}"
         )
-    if target.device.type == "cpu" and target.numel():
-        with cpu_only():
-            bad = (target != IGNORE_INDEX) & ((target < 0) | (target >= entity.shape[0]))
-            i = int(bad.nonzero()[0, 0]) if bool(bad.any()) else -1
-        if i >= 0:
-            raise IndexError(
-                f"cross_entropy_all: target[{i}] = {int(target[i])} is out of range for "
-                f"{entity.shape[0]} entities"
-            )
+    check_ids("cross_entropy_all", "target", target, entity.shape[0], ignore=IGNORE_INDEX)
 
 
 def linear_cross_entropy(
