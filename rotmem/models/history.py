@@ -189,16 +189,28 @@ class FactHistory(nn.Module):
         gaps = (days[entry] - day[rows]).abs()
         if exclude is not None:
             own = (gaps == 0) & (getattr(self, f"{kind}_answers")[entry] == exclude[rows])
+            loop = self._self_loops(kind, key, exclude)
             if exclude_relation is not None:
-                own &= self.pair_relations[entry] == exclude_relation[rows]
+                relation, asked = self.pair_relations[entry], exclude_relation[rows]
+                mirror = (asked + self.num_relations) % (2 * self.num_relations)
+                own &= (relation == asked) | (loop[rows] & (relation == mirror))
             own = own.nonzero().squeeze(1)
-            # entries are sorted by row: the first of each row's own entries is the fact itself
-            first = torch.ones_like(own, dtype=torch.bool)
-            first[1:] = rows[own[1:]] != rows[own[:-1]]
+            # entries are sorted by row: a row's first own entry is the fact itself, and a self-loop's
+            # first two are the fact and its mirror
+            own_rows = rows[own]
+            rank = torch.arange(own.numel(), device=key.device) - torch.searchsorted(own_rows, own_rows)
             keep = torch.ones_like(rows, dtype=torch.bool)
-            keep[own[first]] = False
+            keep[own[rank <= loop[own_rows].long()]] = False
             rows, entry, gaps = rows[keep], entry[keep], gaps[keep]
         return rows, entry, gaps
+
+    def _self_loops(self, kind: str, key: torch.Tensor, exclude: torch.Tensor) -> torch.Tensor:
+        """``[Q]`` bool: the queries whose own fact is a self-loop ``(e, r, e)``, which ``index``
+        enters twice under ``e`` (as itself and as its mirror ``R + r``): in the pair entries, both
+        are the query's own fact. Slot entries key on the relation too, so there it is one."""
+        if kind != "pair":
+            return torch.zeros_like(key, dtype=torch.bool)
+        return key == exclude
 
     def _groups(self, kind: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``kind``'s entries grouped by ``(key, answer)``: ``(group_keys [G], group_answers [G],
@@ -247,7 +259,8 @@ class FactHistory(nn.Module):
             own = (answers == exclude[rows]).nonzero().squeeze(1)
             at_day = self.code(group[own], asked[own])
             on_day = torch.searchsorted(day_codes, at_day, right=True) > torch.searchsorted(day_codes, at_day)
-            counts[own[on_day]] -= 1
+            loop = self._self_loops(kind, key, exclude)[rows[own[on_day]]]
+            counts[own[on_day]] -= 1 + loop.long().unsqueeze(1)
         keep = counts.any(1)
         return rows[keep], answers[keep], counts[keep]
 
