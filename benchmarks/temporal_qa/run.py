@@ -54,7 +54,8 @@ RESULTS = Path(__file__).resolve().parents[1] / "results" / "temporal_qa"
 SEEDS = {name: seed for name, (seed, _) in SPLITS.items()}
 MEMORIES = (
     "dense", "bm25", "hybrid", "symbolic", "symbolic-named", "tem", "romem-gate", "romem-no-gate", "discrete",
-    "romem-hybrid", "romem-hybrid-no-gate", "history", "history-hybrid",
+    "romem-hybrid", "romem-hybrid-no-gate", "history", "history-hybrid", "hybrid-time", "romem-hybrid-time",
+    "history-hybrid-time",
 )  # fmt: skip
 TITLES = {
     "dense": "dense MiniLM (fact sentences)",
@@ -70,10 +71,14 @@ TITLES = {
     "romem-hybrid-no-gate": "hybrid + RoMem re-rank (no gate)",
     "history": "TemporalMemory, TNTComplEx + history",
     "history-hybrid": "hybrid + TNTComplEx-history re-rank",
+    "hybrid-time": "hybrid + time constraint",
+    "romem-hybrid-time": "hybrid + time constraint + RoMem re-rank (gate)",
+    "history-hybrid-time": "hybrid + time constraint + TNTComplEx-history re-rank (BestMemory.preset)",
 }
 RERANKS = {  # fit -> its re-rank
     "romem-gate": "romem-hybrid", "romem-no-gate": "romem-hybrid-no-gate", "history": "history-hybrid",
 }  # fmt: skip
+TIMED_RERANKS = {"romem-gate": "romem-hybrid-time", "history": "history-hybrid-time"}  # fit -> re-rank + time
 HISTORY_CONFIG = "icews05-15-tntcomplex-history"  # the accuracy work's best model on validation
 PUBLISHED = (
     "Published MultiTQ retrieval MRR (RoMem paper): RoMem 0.337, without RoMem 0.203, no gate 0.104, "
@@ -337,7 +342,9 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
         ("romem-gate", gate, "romem", {}), ("romem-no-gate", None, "romem", {}),
         ("discrete", None, "tntcomplex", {}), ("history", None, "tntcomplex", history_windows()),
     ):  # fmt: skip
-        if name not in args.memories and RERANKS.get(name) not in args.memories:
+        if name not in args.memories and not {RERANKS.get(name), TIMED_RERANKS.get(name)} & set(
+            args.memories
+        ):
             continue
         variant = TemporalMemory(store=memory.store, speeds=speeds, alpha_g=args.alpha_g)
         t0 = time.perf_counter()
@@ -356,7 +363,13 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
     for name in args.memories:
         t0 = time.perf_counter()
         if name in RERANKS.values():
-            rank = memories.romem_hybrid(variants[{v: k for k, v in RERANKS.items()}[name]], args.beta)
+            fitted = variants[{v: k for k, v in RERANKS.items()}[name]]
+            rank = memories.best(fitted, args.beta, constrain=False, pool=memories.POOL)
+        elif name in TIMED_RERANKS.values():
+            fitted = variants[{v: k for k, v in TIMED_RERANKS.items()}[name]]
+            rank = memories.best(fitted, args.beta, constrain=True, pool=args.time_pool)
+        elif name == "hybrid-time":
+            rank = memories.best(memory, 0.0, constrain=True, pool=args.time_pool)
         elif name in variants:
             rank = memories.temporal(variants[name])
         else:
@@ -430,6 +443,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--alpha-g", type=float, default=0.3, help="TemporalMemory's S_sem * (1 + alpha_g * S_kge)"
     )
     parser.add_argument("--beta", type=float, default=1.0, help="romem-hybrid: hybrid score + beta * S_kge")
+    parser.add_argument(
+        "--time-pool", type=int, default=memories.TIME_POOL, help="hybrid candidates the time constraint sees"
+    )
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--days-per-batch", type=int, default=1, help="daily sessions per add_sessions call")

@@ -10,17 +10,28 @@ s1: Alice moved to Berlin
 
 from rotmem.memory.encoder import HashingEncoder, SentenceEncoder, TextEncoder
 from rotmem.memory.online_fit import FitConfig
-from rotmem.memory.records import DroppedFact, DuplicateSessionError, Passage, Record, Session, SessionResult
+from rotmem.memory.records import (
+    DroppedFact,
+    DuplicateSessionError,
+    ExtractedFact,
+    Passage,
+    Record,
+    Session,
+    SessionResult,
+)
 from rotmem.memory.relation_weights import DEFAULT_SYNONYMS, DEFAULT_WEIGHTS, RelationWeights
 from rotmem.memory.render import render
+from rotmem.memory.retrieval import BestMemory, render_in_source_order
 from rotmem.memory.tem_store import TEMStore
 from rotmem.memory.temporal_memory import TemporalMemory
 
 __all__ = [
+    "BestMemory",
     "DEFAULT_SYNONYMS",
     "DEFAULT_WEIGHTS",
     "DroppedFact",
     "DuplicateSessionError",
+    "ExtractedFact",
     "FitConfig",
     "HashingEncoder",
     "Passage",
@@ -33,4 +44,5 @@ __all__ = [
     "TemporalMemory",
     "TextEncoder",
     "render",
+    "render_in_source_order",
 ]
