@@ -440,7 +440,9 @@ class TemporalMemory:
     def fit(self, config: FitConfig | None = None) -> dict[str, float]:
         """Train RoMem (or ``config.family``) on the stored facts (``online_fit.fit_model``, no
         Lightning, speeds frozen) and score with it from now on; returns ``{"loss": last epoch's
-        mean, "facts": number trained on}``."""
+        mean, "facts": number trained on}``. Without ``config``: ``FitConfig()`` (RoMem, 100
+        epochs, batch 256), not the fit docs/memory.md measured best; ``BestMemory.preset``
+        carries that one (``rotmem.memory.retrieval.preset_fit_config()``)."""
         kg = self.knowledge_graph()
         model, loss = fit_model(kg, config or FitConfig(), self.relation_speeds(kg.relations))
         self.use_model(model)

@@ -5,10 +5,12 @@ Candidates come best score first (the hybrid's, or the hybrid's plus RoMem's). W
 
 1. *Window*: candidates dated outside it go to the end (by score), so that ``k`` results stay
    ``k`` when the memory has them; candidates without a day are never moved out.
-2. *Asked slot*: the best-scoring kept candidate that names an entity of the question (its subject
-   or object, as words of ``constraint.main``) gives the slot ``(relation, named subject, named
-   object)``; the kept candidates of that slot are the *tier*. Sorting every kept candidate by date
-   would put the pool's earliest fact first, whatever it is about; sorting the tier puts the slot's.
+2. *Asked slot* ``(relation, named subject, named object)``: of the kept candidates that name an
+   entity of the question (subject or object, as words of ``constraint.main``), the slot whose
+   relation the question names ("lives in" for "where does Alice live"), then the one with the
+   largest reciprocal-rank vote (``asked_slot``); the kept candidates of that slot are the *tier*.
+   Sorting every kept candidate by date would put the pool's earliest fact first, whatever it is
+   about; sorting the tier puts the slot's.
 3. *Order*: the tier's dated candidates earliest (or latest) first, ties by score; then the other
    kept candidates (and the tier's undated ones) by score; with no order word, the tier and the
    rest by score (the window did the work).
@@ -31,6 +33,7 @@ from rotmem.memory.records import Record
 from rotmem.memory.retrieval.time_constraint import TimeConstraint, Window
 
 _EPOCH = dt.date(1970, 1, 1).toordinal()
+STEM = 4  # letters compared when a question names a relation
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,31 @@ def slot(record: Record, text: str) -> tuple[str, str | None, str | None]:
     )
 
 
+def _stem(word: str) -> str:
+    return word.lower()[:STEM]
+
+
+def names_relation(relation: str, text: str) -> bool:
+    """Some word of ``relation`` (of ``STEM`` letters or more) shares its first ``STEM`` letters with a
+    word of ``text`` ("lives in" ~ "live", "Make a visit" ~ "visited")."""
+    words = {_stem(w) for w in re.findall(r"\w+", text) if len(w) >= STEM}
+    return any(_stem(w) in words for w in re.findall(r"\w+", relation) if len(w) >= STEM)
+
+
+def asked_slot(by_score: Sequence[Candidate], text: str) -> tuple[str, str | None, str | None] | None:
+    """The slot the question asks about, from its candidates (best first): among the slots that name
+    an entity of ``text``, those whose relation ``text`` names win, then the reciprocal-rank vote
+    of their candidates; without a named entity, the best candidate's slot; None without candidates."""
+    votes: dict[tuple[str, str | None, str | None], float] = {}
+    for rank, c in enumerate(by_score):
+        key = slot(c.record, text)
+        if any(key[1:]):
+            votes[key] = votes.get(key, 0.0) + 1.0 / (rank + 1)
+    if votes:
+        return max(votes, key=lambda key: (names_relation(key[0], text), votes[key]))
+    return slot(by_score[0].record, text) if by_score else None
+
+
 def _window(constraint: TimeConstraint, anchor_day: float | None) -> Window:
     if constraint.anchor is None or anchor_day is None:
         return constraint.window
@@ -97,9 +125,7 @@ def apply_constraint(
             for c in by_score
             if _names(c.record.subject, entity_anchor) or _names(c.record.object, entity_anchor)
         }
-    lead = next((c for c in by_score if id(c) not in anchors and any(slot(c.record, text)[1:])), None)
-    lead = lead or next((c for c in by_score if id(c) not in anchors), None)
-    key = slot(lead.record, text) if lead is not None else None
+    key = asked_slot([c for c in by_score if id(c) not in anchors and constraint.keeps(c.day)], text)
     in_slot = [c for c in by_score if key is not None and slot(c.record, text) == key]
     if entity_anchor is not None:
         days = [c.day for c in in_slot if id(c) in anchors and c.day is not None]
