@@ -93,6 +93,7 @@ class CachedEncoder:
     def __init__(self, encoder):
         self.encoder, self.name = encoder, encoder.name
         self.cache: dict[str, np.ndarray] = {}
+        self.stored: dict[str, np.ndarray] = {}  # ``load``: fact sentences -> vectors
 
     def prime(self, texts: Sequence[str]) -> None:
         vectors = self.encoder.encode(list(texts))
@@ -101,7 +102,25 @@ class CachedEncoder:
     def encode(self, texts: list[str]) -> np.ndarray:
         if len(texts) == 1 and texts[0] in self.cache:
             return self.cache[texts[0]]
+        if self.stored and all(t in self.stored for t in texts):
+            return np.stack([self.stored[t] for t in texts])
         return self.encoder.encode(texts)
+
+    def load(self, path: Path) -> int:
+        """Serve the fact sentences of the memory file ``path`` (written by this benchmark with the
+        same encoder) from their stored vectors, the encoder's own: accuracy runs skip re-embedding
+        the window; the ingestion speed is then not a measurement. Returns the sentences held."""
+        import sqlite3
+
+        from rotmem.memory.tem_store import fact_text
+
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            (name,) = db.execute("SELECT value FROM meta WHERE key = 'encoder'").fetchone()
+            if name != self.name:
+                raise ValueError(f"{path} was embedded with {name}, not {self.name}")
+            rows = db.execute("SELECT subject, relation, object, vector FROM facts").fetchall()
+        self.stored = {fact_text(h, r, t): np.frombuffer(v, dtype="<f4") for h, r, t, v in rows}
+        return len(self.stored)
 
 
 @dataclass
@@ -322,6 +341,8 @@ def load_setup(args: argparse.Namespace) -> Setup:
 
 def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
     encoder = CachedEncoder(HashingEncoder(256) if args.encoder == "hashing" else SentenceEncoder())
+    if args.encoder_cache:
+        print(f"{encoder.load(args.encoder_cache)} fact vectors from {args.encoder_cache}", flush=True)
     window_facts = [f for f in setup.facts if setup.window[0] <= f[3] <= setup.window[1]]
     memory = TemporalMemory(encoder=encoder, verify=False, synchronous="OFF")
     stats = ingest(memory, window_facts, args.days_per_batch)
@@ -391,7 +412,12 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
         f"{len(setup.facts)} facts",
         f"memory: {stats['facts']} facts in {stats['sessions']} daily sessions; encoder {encoder.name}; "
         f"ingestion {stats['ingest_s']:.1f} s = {stats['facts_per_s']:.0f} facts/s including embedding "
-        f"(sessions of {args.days_per_batch} days per add_sessions call)",
+        f"(sessions of {args.days_per_batch} days per add_sessions call)"
+        + (
+            f"; fact vectors read from {args.encoder_cache}: not an ingestion speed"
+            if args.encoder_cache
+            else ""
+        ),
         f"RoMem: fitted online on the memory's facts (TemporalMemory.fit, no Lightning): {args.fit_epochs} "
         f"epochs (no-gate, discrete and history: {args.ablation_epochs or args.fit_epochs}; history: "
         f"TNTComplEx + the history term of icews05-15-tntcomplex-history), batch {args.batch_size}, "
@@ -448,6 +474,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument(
+        "--encoder-cache",
+        type=Path,
+        default=None,
+        help="a memory file of an earlier run (same encoder): its fact vectors are reused (accuracy runs)",
+    )
     parser.add_argument("--days-per-batch", type=int, default=1, help="daily sessions per add_sessions call")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument(
