@@ -88,3 +88,17 @@ def test_an_event_anchor_keeps_the_period_of_the_event_day() -> None:
 
 def test_no_candidates_give_nothing() -> None:
     assert apply_constraint([], parse_time_constraint("Whom did Ana visit first in 2012?", NOW)) == []
+
+
+def test_completion_adds_the_slots_facts_the_pool_missed_to_the_date_order() -> None:
+    missed = Candidate(Record("Ana", "visit", "Baku", "s9", 9, False, id=99), day_of("2012-01-02"), -5.0)
+    asked = []
+
+    def complete(key):
+        asked.append(key)
+        return [missed, candidates()[1]]  # one new fact, one the pool holds already
+
+    constraint = parse_time_constraint("Whom did Ana visit first in 2012?", NOW)
+    ranked = apply_constraint(candidates(), constraint, complete=complete)
+    assert asked == [("visit", "Ana", None)]
+    assert [c.record.object for c in ranked][:2] == ["Baku", "Rome"] and len(ranked) == len(FACTS) + 1

@@ -9,9 +9,10 @@ Per question asked on day ``now``:
    fitted model (``fit``) or with ``rerank=False``, ``S_kge`` is 0: the hybrid order.
 3. Time constraint (``time_constraint.parse_time_constraint``, ``constrain.apply_constraint``):
    candidates outside the asked window move to the end, the asked slot's facts are ordered by date
-   for first / last / before / after / as of / now; the score orders the rest (facts without dates,
-   ties). An event in place of a date ("in the same month as A praised B") is dated by the top fact
-   the hybrid finds for the event's words.
+   for first / last / before / after / as of / now (the slot's other stored facts join the pool
+   for this: ``complete_slots``); the score orders the rest (facts without dates, ties). An event
+   in place of a date ("in the same month as A praised B") is dated by the top fact the hybrid
+   finds for the event's words.
 4. The top ``k``, **best first** (the constraint's order, then the score): ``retrieve`` does not
    sort them by source. TEM's reading order, oldest session first, is a separate step:
    ``render_in_source_order(records)``.
@@ -24,6 +25,7 @@ time constraints on. ``TemporalMemory.fit``'s own defaults are not these: the pr
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,12 +34,13 @@ import numpy as np
 from rotmem.memory.hybrid import LEXICAL_WEIGHT, TIME_BOOST, HybridRetriever
 from rotmem.memory.online_fit import FitConfig
 from rotmem.memory.records import SessionResult
-from rotmem.memory.retrieval.constrain import Candidate, apply_constraint
+from rotmem.memory.retrieval.constrain import Candidate, Slot, apply_constraint
 from rotmem.memory.retrieval.time_constraint import TimeConstraint, parse_time_constraint
 from rotmem.memory.temporal_memory import Day, TemporalMemory, TemporalRecord, render_timed
 
 BETA = 0.5  # the dev grid's best re-rank weight (docs/memory.md)
 POOL = 100  # hybrid candidates the re-rank and the constraint see
+SLOT_LIMIT = 5000  # facts of one slot the completion reads at most (the newest)
 PRESET_CONFIG = "icews05-15-tntcomplex-history"  # where the preset's history windows come from
 
 
@@ -70,6 +73,8 @@ class BestMemory:
         rerank: add RoMem's score (when a model is fitted).
         fit_config: what ``fit()`` trains (default ``FitConfig()``; the preset's is
             ``preset_fit_config()``).
+        complete_slots: hand the constraint every stored fact of the asked slot (relation and
+            named entity), not only the pool's (``constrain``, step 5).
         lexical_weight, time_boost: the hybrid's weights.
     """
 
@@ -82,6 +87,7 @@ class BestMemory:
         constrain: bool = True,
         rerank: bool = True,
         fit_config: FitConfig | None = None,
+        complete_slots: bool = True,
         lexical_weight: float = LEXICAL_WEIGHT,
         time_boost: float = TIME_BOOST,
     ):
@@ -93,7 +99,10 @@ class BestMemory:
             raise ValueError(f"pool must be a positive integer, got {pool!r}")
         self.memory, self.beta, self.pool = memory, float(beta), pool
         self.constrain, self.rerank = bool(constrain), bool(rerank)
-        self.fit_config = fit_config
+        self.fit_config, self.complete_slots = fit_config, bool(complete_slots)
+        self._slots_for = -1
+        self._by_subject: dict[tuple[str, str], list[int]] = {}
+        self._by_object: dict[tuple[str, str], list[int]] = {}
         self.hybrid = HybridRetriever(memory, lexical_weight=lexical_weight, time_boost=time_boost)
 
     @classmethod
@@ -147,7 +156,9 @@ class BestMemory:
             Candidate(r, times[r.id][0] if r.id in times else None, s + self.beta * (g or 0.0))
             for (r, s), g in zip(seen.values(), kge, strict=True)
         ]
-        ordered = apply_constraint(candidates, constraint, self._event_day(constraint, now_day))
+        floor = min(c.score for c in candidates) - 1.0
+        complete = (lambda key: self._slot_facts(key, floor)) if self.complete_slots else None
+        ordered = apply_constraint(candidates, constraint, self._event_day(constraint, now_day), complete)
         streams = dict(zip(seen, zip(kge, taus, strict=True), strict=True))
         out = []
         for c in ordered[:k]:
@@ -156,6 +167,24 @@ class BestMemory:
             s_sem = c.score - self.beta * (g or 0.0)
             out.append(TemporalRecord(c.record, happen, obs, s_sem, g or 0.0, c.score, tau))
         return out
+
+    def _slot_facts(self, key: Slot, score: float) -> list[Candidate]:
+        """Every stored fact of the slot ``key`` (at most ``SLOT_LIMIT``, newest), scored ``score``."""
+        size = len(self.memory.store)
+        if self._slots_for != size:
+            self._by_subject, self._by_object = defaultdict(list), defaultdict(list)
+            for r in self.memory.store.records():
+                self._by_subject[(r.relation, r.subject)].append(r.id)
+                self._by_object[(r.relation, r.object)].append(r.id)
+            self._slots_for = size
+        relation, subject, obj = key
+        table, entity = (self._by_subject, subject) if subject is not None else (self._by_object, obj)
+        ids = table.get((relation, entity), [])[-SLOT_LIMIT:]
+        records = self.memory.store.records_by_id(ids) if ids else {}
+        if obj is not None and subject is not None:
+            records = {i: r for i, r in records.items() if r.object == obj}
+        times = self.memory._times(list(records)) if records else {}
+        return [Candidate(r, times[i][0] if i in times else None, score) for i, r in records.items()]
 
     def _event_day(self, constraint: TimeConstraint, now_day: float) -> float | None:
         """The day of the event a ``same_*`` anchor names: the hybrid's top fact for its words."""

@@ -26,13 +26,14 @@ import calendar
 import datetime as dt
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from rotmem.memory.records import Record
 from rotmem.memory.retrieval.time_constraint import TimeConstraint, Window
 
 _EPOCH = dt.date(1970, 1, 1).toordinal()
+Slot = tuple[str, str | None, str | None]  # (relation, subject or None, object or None)
 STEM = 4  # letters compared when a question names a relation
 
 
@@ -65,7 +66,7 @@ def _names(name: str, text: str) -> bool:
     return bool(name) and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE) is not None
 
 
-def slot(record: Record, text: str) -> tuple[str, str | None, str | None]:
+def slot(record: Record, text: str) -> Slot:
     """``(relation, subject if named in text, object if named in text)``."""
     return (
         record.relation,
@@ -85,11 +86,11 @@ def names_relation(relation: str, text: str) -> bool:
     return any(_stem(w) in words for w in re.findall(r"\w+", relation) if len(w) >= STEM)
 
 
-def asked_slot(by_score: Sequence[Candidate], text: str) -> tuple[str, str | None, str | None] | None:
+def asked_slot(by_score: Sequence[Candidate], text: str) -> Slot | None:
     """The slot the question asks about, from its candidates (best first): among the slots that name
     an entity of ``text``, those whose relation ``text`` names win, then the reciprocal-rank vote
     of their candidates; without a named entity, the best candidate's slot; None without candidates."""
-    votes: dict[tuple[str, str | None, str | None], float] = {}
+    votes: dict[Slot, float] = {}
     for rank, c in enumerate(by_score):
         key = slot(c.record, text)
         if any(key[1:]):
@@ -110,22 +111,31 @@ def _window(constraint: TimeConstraint, anchor_day: float | None) -> Window:
 
 
 def apply_constraint(
-    candidates: Sequence[Candidate], constraint: TimeConstraint, anchor_day: float | None = None
+    candidates: Sequence[Candidate],
+    constraint: TimeConstraint,
+    anchor_day: float | None = None,
+    complete: Callable[[Slot], Sequence[Candidate]] | None = None,
 ) -> list[Candidate]:
-    """``candidates`` (any order) in the constraint's order (module docs); by score when it has none."""
+    """``candidates`` (any order) in the constraint's order (module docs); by score when it has none.
+    ``complete(slot)``: more facts of the asked slot than the candidates hold (e.g. all the
+    memory's), added before the slot's facts are filtered and ordered (step 5)."""
     by_score = sorted(candidates, key=lambda c: -c.score)
     if not constraint:
         return by_score
     text = constraint.main
     entity_anchor = constraint.anchor if constraint.anchor_kind in ("after", "before") else None
-    anchors = set()  # A's own facts: the anchor, not answers (the slot is X's)
-    if entity_anchor is not None:
-        anchors = {
-            id(c)
-            for c in by_score
-            if _names(c.record.subject, entity_anchor) or _names(c.record.object, entity_anchor)
-        }
+
+    def names_anchor(c: Candidate) -> bool:
+        return _names(c.record.subject, entity_anchor) or _names(c.record.object, entity_anchor)
+
+    # A's own facts: the anchor, not answers (the slot is X's)
+    anchors = {id(c) for c in by_score if names_anchor(c)} if entity_anchor is not None else set()
     key = asked_slot([c for c in by_score if id(c) not in anchors and constraint.keeps(c.day)], text)
+    if complete is not None and key is not None and any(key[1:]):
+        held = {c.record.id for c in by_score}
+        by_score += [c for c in complete(key) if c.record.id not in held]
+        if entity_anchor is not None:
+            anchors |= {id(c) for c in by_score if c.record.id not in held and names_anchor(c)}
     in_slot = [c for c in by_score if key is not None and slot(c.record, text) == key]
     if entity_anchor is not None:
         days = [c.day for c in in_slot if id(c) in anchors and c.day is not None]
