@@ -356,9 +356,11 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
     if args.quick:
         gate = change_rate_speeds(stored)
         gate_note = "gate speeds: each relation's change rate in the window (the --quick stand-in, no MLP)"
-    else:
+    elif {"romem-gate", RERANKS["romem-gate"], TIMED_RERANKS["romem-gate"]} & set(args.memories):
         gate = Path(args.gate) if args.gate else pretrain_gate(args.out / "gate.pt")
         gate_note = f"gate: Semantic Speed Gate {gate} (Phase 1 on the ICEWS05-15 train split)"
+    else:  # no memory of this run uses the gate
+        gate, gate_note = None, "no gate (no memory of this run uses one)"
     for name, speeds, family, history in (
         ("romem-gate", gate, "romem", {}), ("romem-no-gate", None, "romem", {}),
         ("discrete", None, "tntcomplex", {}), ("history", None, "tntcomplex", history_windows()),

@@ -160,9 +160,11 @@ class BestMemory:
         complete = (lambda key: self._slot_facts(key, floor)) if self.complete_slots else None
         ordered = apply_constraint(candidates, constraint, self._event_day(constraint, now_day), complete)
         streams = dict(zip(seen, zip(kge, taus, strict=True), strict=True))
+        added = [c.record.id for c in ordered[:k] if c.record.id not in times]  # completed slot facts
+        times.update(self.memory._times(added) if added else {})
         out = []
         for c in ordered[:k]:
-            g, tau = streams[c.record.id]
+            g, tau = streams.get(c.record.id, (None, None))
             happen, obs = times.get(c.record.id, (None, None))
             s_sem = c.score - self.beta * (g or 0.0)
             out.append(TemporalRecord(c.record, happen, obs, s_sem, g or 0.0, c.score, tau))

@@ -5,10 +5,9 @@ Candidates come best score first (the hybrid's, or the hybrid's plus RoMem's). W
 
 1. *Window*: candidates dated outside it go to the end (by score), so that ``k`` results stay
    ``k`` when the memory has them; candidates without a day are never moved out.
-2. *Asked slot* ``(relation, named subject, named object)``: of the kept candidates that name an
-   entity of the question (subject or object, as words of ``constraint.main``), the slot whose
-   relation the question names ("lives in" for "where does Alice live"), then the one with the
-   largest reciprocal-rank vote (``asked_slot``); the kept candidates of that slot are the *tier*.
+2. *Asked slot* ``(relation, named subject, named object)`` of ``constraint.main``, read from the
+   kept candidates (``slots.asked_slot``: the relation the question names, the entities' roles,
+   then a reciprocal-rank vote); the kept candidates of that slot are the *tier*.
    Sorting every kept candidate by date would put the pool's earliest fact first, whatever it is
    about; sorting the tier puts the slot's.
 3. *Order*: the tier's dated candidates earliest (or latest) first, ties by score; then the other
@@ -30,11 +29,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from rotmem.memory.records import Record
+from rotmem.memory.retrieval.slots import Naming, Slot, asked_slot
 from rotmem.memory.retrieval.time_constraint import TimeConstraint, Window
 
 _EPOCH = dt.date(1970, 1, 1).toordinal()
-Slot = tuple[str, str | None, str | None]  # (relation, subject or None, object or None)
-STEM = 4  # letters compared when a question names a relation
 
 
 @dataclass(frozen=True)
@@ -64,40 +62,6 @@ def period(day: float, unit: str) -> Window:
 
 def _names(name: str, text: str) -> bool:
     return bool(name) and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE) is not None
-
-
-def slot(record: Record, text: str) -> Slot:
-    """``(relation, subject if named in text, object if named in text)``."""
-    return (
-        record.relation,
-        record.subject if _names(record.subject, text) else None,
-        record.object if _names(record.object, text) else None,
-    )
-
-
-def _stem(word: str) -> str:
-    return word.lower()[:STEM]
-
-
-def names_relation(relation: str, text: str) -> bool:
-    """Some word of ``relation`` (of ``STEM`` letters or more) shares its first ``STEM`` letters with a
-    word of ``text`` ("lives in" ~ "live", "Make a visit" ~ "visited")."""
-    words = {_stem(w) for w in re.findall(r"\w+", text) if len(w) >= STEM}
-    return any(_stem(w) in words for w in re.findall(r"\w+", relation) if len(w) >= STEM)
-
-
-def asked_slot(by_score: Sequence[Candidate], text: str) -> Slot | None:
-    """The slot the question asks about, from its candidates (best first): among the slots that name
-    an entity of ``text``, those whose relation ``text`` names win, then the reciprocal-rank vote
-    of their candidates; without a named entity, the best candidate's slot; None without candidates."""
-    votes: dict[Slot, float] = {}
-    for rank, c in enumerate(by_score):
-        key = slot(c.record, text)
-        if any(key[1:]):
-            votes[key] = votes.get(key, 0.0) + 1.0 / (rank + 1)
-    if votes:
-        return max(votes, key=lambda key: (names_relation(key[0], text), votes[key]))
-    return slot(by_score[0].record, text) if by_score else None
 
 
 def _window(constraint: TimeConstraint, anchor_day: float | None) -> Window:
@@ -130,13 +94,17 @@ def apply_constraint(
 
     # A's own facts: the anchor, not answers (the slot is X's)
     anchors = {id(c) for c in by_score if names_anchor(c)} if entity_anchor is not None else set()
-    key = asked_slot([c for c in by_score if id(c) not in anchors and constraint.keeps(c.day)], text)
+    naming = Naming(text, (n for c in by_score for n in (c.record.subject, c.record.object)))
+    pool = [c.record for c in by_score if id(c) not in anchors and constraint.keeps(c.day)]
+    key = asked_slot(pool, naming)
     if complete is not None and key is not None and any(key[1:]):
         held = {c.record.id for c in by_score}
-        by_score += [c for c in complete(key) if c.record.id not in held]
+        added = [c for c in complete(key) if c.record.id not in held]
+        by_score += added
+        naming.add(n for c in added for n in (c.record.subject, c.record.object))
         if entity_anchor is not None:
-            anchors |= {id(c) for c in by_score if c.record.id not in held and names_anchor(c)}
-    in_slot = [c for c in by_score if key is not None and slot(c.record, text) == key]
+            anchors |= {id(c) for c in added if names_anchor(c)}
+    in_slot = [c for c in by_score if key is not None and naming.slot(c.record) == key]
     if entity_anchor is not None:
         days = [c.day for c in in_slot if id(c) in anchors and c.day is not None]
         anchor_day = min(days) if days else None
