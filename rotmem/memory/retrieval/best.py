@@ -26,7 +26,7 @@ time constraints on. ``TemporalMemory.fit``'s own defaults are not these: the pr
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -101,6 +101,7 @@ class BestMemory:
         self.constrain, self.rerank = bool(constrain), bool(rerank)
         self.fit_config, self.complete_slots = fit_config, bool(complete_slots)
         self._slots_for = -1
+        self._relation_vectors: dict[str, np.ndarray] = {}
         self._by_subject: dict[tuple[str, str], list[int]] = {}
         self._by_object: dict[tuple[str, str], list[int]] = {}
         self.hybrid = HybridRetriever(memory, lexical_weight=lexical_weight, time_boost=time_boost)
@@ -138,6 +139,8 @@ class BestMemory:
         constraint = parse_time_constraint(question, int(now_day)) if self.constrain else TimeConstraint()
         if constraint.anchor_kind and constraint.anchor_kind.startswith("same_"):  # the event is not asked
             question, vector = constraint.main or question, None
+        if vector is None:
+            vector = self.memory.store.encode([question])[0]
         units = self.hybrid.ranked(question, max(self.pool, k), vector=vector, now=now_day)
         seen: dict[int, tuple[Any, float]] = {}
         for unit in units:
@@ -158,7 +161,9 @@ class BestMemory:
         ]
         floor = min(c.score for c in candidates) - 1.0
         complete = (lambda key: self._slot_facts(key, floor)) if self.complete_slots else None
-        ordered = apply_constraint(candidates, constraint, self._event_day(constraint, now_day), complete)
+        similarity = self._similarity(vector, {r.relation for r in records}) if constraint else None
+        event = self._event_day(constraint, now_day)
+        ordered = apply_constraint(candidates, constraint, event, complete, similarity)
         streams = dict(zip(seen, zip(kge, taus, strict=True), strict=True))
         added = [c.record.id for c in ordered[:k] if c.record.id not in times]  # completed slot facts
         times.update(self.memory._times(added) if added else {})
@@ -169,6 +174,14 @@ class BestMemory:
             s_sem = c.score - self.beta * (g or 0.0)
             out.append(TemporalRecord(c.record, happen, obs, s_sem, g or 0.0, c.score, tau))
         return out
+
+    def _similarity(self, vector: np.ndarray, relations: set[str]) -> Callable[[str], float]:
+        """``relation -> cosine(question, relation)`` with the store's encoder (vectors kept)."""
+        new = sorted(relations - self._relation_vectors.keys())
+        if new:
+            self._relation_vectors.update(zip(new, self.memory.store.encode(new), strict=True))
+        query = np.asarray(vector, dtype=np.float32)
+        return lambda relation: float(self._relation_vectors[relation] @ query)
 
     def _slot_facts(self, key: Slot, score: float) -> list[Candidate]:
         """Every stored fact of the slot ``key`` (at most ``SLOT_LIMIT``, newest), scored ``score``."""

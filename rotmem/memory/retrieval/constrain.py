@@ -79,10 +79,12 @@ def apply_constraint(
     constraint: TimeConstraint,
     anchor_day: float | None = None,
     complete: Callable[[Slot], Sequence[Candidate]] | None = None,
+    similarity: Callable[[str], float] | None = None,
 ) -> list[Candidate]:
     """``candidates`` (any order) in the constraint's order (module docs); by score when it has none.
     ``complete(slot)``: more facts of the asked slot than the candidates hold (e.g. all the
-    memory's), added before the slot's facts are filtered and ordered (step 5)."""
+    memory's), added before the slot's facts are filtered and ordered (step 5). ``similarity(relation)``:
+    how close a relation is to the question (``slots.asked_slot``)."""
     by_score = sorted(candidates, key=lambda c: -c.score)
     if not constraint:
         return by_score
@@ -96,7 +98,7 @@ def apply_constraint(
     anchors = {id(c) for c in by_score if names_anchor(c)} if entity_anchor is not None else set()
     naming = Naming(text, (n for c in by_score for n in (c.record.subject, c.record.object)))
     pool = [c.record for c in by_score if id(c) not in anchors and constraint.keeps(c.day)]
-    key = asked_slot(pool, naming)
+    key = asked_slot(pool, naming, similarity)
     if complete is not None and key is not None and any(key[1:]):
         held = {c.record.id for c in by_score}
         added = [c for c in complete(key) if c.record.id not in held]

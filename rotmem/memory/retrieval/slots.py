@@ -7,23 +7,24 @@ whole words (case-insensitive), and not only inside a longer name that also occu
 
 The question's role for a named entity: the *subject* when the name follows an auxiliary or "by"
 ("When did **X** first visit Y?", "Who does **X** negotiate with?", "Who was visited by **X**?"),
-else the *object* ("Who visited **X**?"). The question names a relation when a word of it and a
-word of the question outside the named entities (not a plain word such as "make") share a prefix
-of all but the last letter of the shorter, at least ``STEM`` letters ("deny" ~ "denied", "Make a
-visit" ~ "visited").
+else the *object* ("Who visited **X**?"). A word of a relation and a word of the question outside
+the named entities (not a plain word such as "make") match when they share a prefix of all but the
+last letter of the shorter, at least ``STEM`` letters ("deny" ~ "denied", "visit" ~ "visited").
 
-``asked_slot``: among the slots of the candidates that name an entity, the first by (relation
-named, roles as in the question, entities named, reciprocal-rank vote of its candidates).
+``asked_slot``: the relation (semantic similarity, word overlap, the candidates' votes) with the
+named entities in their question roles.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from rotmem.memory.records import Record
 
 Slot = tuple[str, str | None, str | None]  # (relation, subject or None, object or None)
+OVERLAP = 0.1  # weight of the relation words the question names, next to the similarity
+VOTE = 0.1  # weight of the relation's share of the candidates' votes
 STEM = 3  # the shortest shared prefix that makes a relation word match a question word
 _PLAIN = {"make", "made", "the", "and", "for", "with", "into", "from", "such", "other", "not"}
 _SUBJECT_BEFORE = re.compile(
@@ -90,32 +91,40 @@ class Naming:
             record.object if record.object in self.named else None,
         )
 
-    def names_relation(self, relation: str) -> bool:
-        words = [w for w in re.findall(r"\w+", relation.lower()) if len(w) >= STEM and w not in _PLAIN]
-        return any(_shares_stem(w, q) for w in words for q in self._words)
 
-    def roles_agree(self, key: Slot) -> bool:
-        return (key[1] is None or self.role(key[1]) == "subject") and (
-            key[2] is None or self.role(key[2]) == "object"
-        )
+def relation_overlap(relation: str, naming: Naming) -> float:
+    """The share of ``relation``'s words (not plain ones) the question names (module docs)."""
+    words = [w for w in re.findall(r"\w+", relation.lower()) if len(w) >= STEM and w not in _PLAIN]
+    return sum(any(_shares_stem(w, q) for q in naming._words) for w in words) / len(words) if words else 0.0
 
 
-def asked_slot(by_score: Sequence[Record], naming: Naming) -> Slot | None:
-    """The asked slot (module docs) from records best first; without a named entity, the best
-    record's slot; None without records."""
-    votes: dict[Slot, float] = {}
+def asked_slot(
+    by_score: Sequence[Record], naming: Naming, similarity: Callable[[str], float] | None = None
+) -> Slot | None:
+    """The asked slot (module docs) from records best first; None without records.
+
+    The relation: of the relations of the records that name an entity, the largest
+    ``similarity(relation)`` (e.g. the cosine of the question and the relation's embeddings; 0
+    without it) + ``OVERLAP`` x the share of its words the question names + ``VOTE`` x its share of
+    the records' reciprocal-rank votes. The entities: those the question names in the subject and in
+    the object role (the first of each), so that the slot need not be among the records.
+    Without a named entity, the best record's slot."""
+    votes: dict[str, float] = {}
     for rank, record in enumerate(by_score):
-        key = naming.slot(record)
-        if any(key[1:]):
-            votes[key] = votes.get(key, 0.0) + 1.0 / (rank + 1)
-    if votes:
-        return max(
-            votes,
-            key=lambda k: (
-                naming.names_relation(k[0]),
-                naming.roles_agree(k),
-                sum(map(bool, k[1:])),
-                votes[k],
-            ),
-        )
-    return naming.slot(by_score[0]) if by_score else None
+        if any(naming.slot(record)[1:]):
+            votes[record.relation] = votes.get(record.relation, 0.0) + 1.0 / (rank + 1)
+    if not votes:
+        return naming.slot(by_score[0]) if by_score else None
+    total = sum(votes.values())
+    relation = max(
+        votes,
+        key=lambda r: (
+            (similarity(r) if similarity else 0.0)
+            + OVERLAP * relation_overlap(r, naming)
+            + VOTE * votes[r] / total
+        ),
+    )
+    roles = sorted((span, name) for name, span in naming.named.items())
+    subject = next((n for _, n in roles if naming.role(n) == "subject"), None)
+    obj = next((n for _, n in roles if naming.role(n) == "object"), None)
+    return relation, subject, obj
