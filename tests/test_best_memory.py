@@ -11,7 +11,11 @@ from rotmem.memory.retrieval import preset_fit_config
 SESSIONS = [
     ("s1", "2023-05-08", [("Alice", "lives in", "Paris"), ("Bob", "works at", "Acme")]),
     ("s2", "2023-09-01", [("Alice", "lives in", "Berlin")]),
-    ("s3", "2024-02-11", [("Bob", "works at", "Initech"), ExtractedFact("Alice", "visited", "Rome", "2024-01-20")]),
+    (
+        "s3",
+        "2024-02-11",
+        [("Bob", "works at", "Initech"), ExtractedFact("Alice", "visited", "Rome", "2024-01-20")],
+    ),
 ]
 
 

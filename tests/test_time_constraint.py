@@ -75,7 +75,11 @@ def test_event_anchors_name_the_event_and_strip_it_from_the_question() -> None:
     before = parse("Before Japan, who was the last to visit China?")
     assert (before.anchor_kind, before.order) == ("before", "latest")
     same = parse("Who visited China in the same month as Japan praised Iran?")
-    assert (same.anchor, same.anchor_kind, same.main) == ("Japan praised Iran", "same_month", "Who visited China?")
+    assert (same.anchor, same.anchor_kind, same.main) == (
+        "Japan praised Iran",
+        "same_month",
+        "Who visited China?",
+    )
     dated = parse("After May 2012, who visited China?")  # a date, not an event
     assert dated.anchor is None and dated.relation == "after"
 
