@@ -32,15 +32,16 @@ def objects(records) -> list[str]:
 
 
 def test_the_preset_is_the_documented_best_configuration(best: BestMemory) -> None:
-    config = best.fit_config
-    assert (config.family, config.epochs, config.batch_size, config.dim) == ("tntcomplex", 10, 1024, 64)
-    assert config.history_windows == (1, 3, 7, 30, 90, 365) and config.pair_windows == (1, 3, 7, 30)
-    assert (best.beta, best.constrain, best.rerank) == (0.5, True, True)
-    assert preset_fit_config(epochs=2).epochs == 2
+    windows = dict(history_windows=(1, 3, 7, 30, 90, 365), pair_windows=(1, 3, 7, 30))
+    assert best.fit_config == FitConfig(family="tntcomplex", epochs=10, batch_size=1024, dim=64, **windows)
+    assert (best.beta, best.constrain, best.rerank, best.complete_slots) == (0.5, True, True, True)
+    assert preset_fit_config(epochs=2) == FitConfig(
+        family="tntcomplex", epochs=2, batch_size=1024, dim=64, **windows
+    )
 
 
 def test_time_constraints_pick_the_version_the_question_asks_for(best: BestMemory) -> None:
-    best.fit(FitConfig(**{**preset_fit_config().__dict__, "epochs": 1}))  # a short fit: the path runs
+    best.fit(preset_fit_config(epochs=1))  # a short fit: the re-rank path runs
     now = best.retrieve("Where does Alice live now?", k=3)
     assert now[0].record.object == "Berlin"
     may = best.retrieve("Where did Alice live in May 2023?", k=3)
