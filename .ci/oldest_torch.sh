@@ -21,6 +21,7 @@ if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split(
     "$VENV/bin/python" -m pip install -q --upgrade pip setuptools wheel
     "$VENV/bin/python" -m pip install -q "torch==$TORCH" numpy pytest hypothesis scipy
 fi
+"$VENV/bin/python" -m pip install -q --upgrade setuptools wheel  # pyproject's license table needs a recent one
 echo "oldest torch: $("$VENV/bin/python" -c 'import torch; print(torch.__version__)') in $((SECONDS - start)) s"
 
 git archive HEAD | tar -x -C "$WORK"
