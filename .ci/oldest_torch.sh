@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # CI: the extension built and the op tests run with the oldest torch the README names (2.11, what the
 # GPU machine has), on the CPU, beside the main suite's 2.13. PyPI's 2.11 is a CUDA build (its NVIDIA
-# libraries are pip packages, ~4.7 GB in the venv; it imports and runs on a machine without a GPU);
-# the CPU kernels only (the CUDA ones are compiled by .ci/cxx17_compile.sh), the venv kept in the user cache so a second run reuses it. The checkout is copied (tracked files
-# only) so that this build's rotmem/_C*.so does not replace the main venv's.
+# libraries are pip packages, ~4.7 GB in the venv; it imports and runs on a machine without a GPU).
+# The CPU kernels only (.ci/cxx17_compile.sh compiles the CUDA ones against 2.11's headers); the venv
+# is kept in the user cache, so a second run reuses it; the checkout is copied (tracked files only),
+# so that this build's rotmem/_C*.so does not replace the main venv's.
 #
 #   bash .ci/oldest_torch.sh        # ~4 min to install once, ~2 min to build, the op tests after
 set -euo pipefail
