@@ -20,9 +20,10 @@ if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split(
     rm -rf "$VENV"
     python3 -m venv "$VENV"
     "$VENV/bin/python" -m pip install -q --upgrade pip setuptools wheel
-    "$VENV/bin/python" -m pip install -q "torch==$TORCH" numpy pytest hypothesis scipy
+    "$VENV/bin/python" -m pip install -q "torch==$TORCH"
 fi
-"$VENV/bin/python" -m pip install -q "setuptools>=77,<82" wheel  # a license string (PEP 639), and torch 2.11 wants < 82
+# a license string (PEP 639) needs setuptools >= 77, torch 2.11 wants < 82; the tests' own tools
+"$VENV/bin/python" -m pip install -q "setuptools>=77,<82" wheel numpy pytest hypothesis scipy
 echo "oldest torch: $("$VENV/bin/python" -c 'import torch; print(torch.__version__)') in $((SECONDS - start)) s"
 
 git archive HEAD | tar -x -C "$WORK"
