@@ -38,5 +38,5 @@ PYTHONPATH="$WORK" "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not s
     tests/test_ops_rotate.py tests/test_ops_unrotated_query.py tests/test_ops_cross_entropy.py \
     tests/test_ops_linear_cross_entropy.py tests/test_ops_n3.py tests/test_ops_rank_counts.py \
     tests/test_ops_score_all.py tests/test_ops_id_ranges.py tests/test_ops_native_autograd.py \
-    tests/test_ops_compiled_backend.py tests/test_sparse_grad.py
+    tests/test_ops_compiled_backend.py tests/test_ops_biased_ce.py
 echo "op tests on torch $TORCH in $((SECONDS - start)) s"
