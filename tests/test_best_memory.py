@@ -7,6 +7,7 @@ import pytest
 from rotmem.memory import BestMemory, ExtractedFact, HashingEncoder, render_in_source_order
 from rotmem.memory.online_fit import FitConfig
 from rotmem.memory.retrieval import preset_fit_config
+from rotmem.memory.temporal_memory import Query
 
 SESSIONS = [
     ("s1", "2023-05-08", [("Alice", "lives in", "Paris"), ("Bob", "works at", "Acme")]),
@@ -69,3 +70,36 @@ def test_bad_arguments_are_refused(best: BestMemory) -> None:
         BestMemory(best.memory.store)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="pool"):
         BestMemory(best.memory, pool=0)
+
+
+def test_retrieve_many_gives_what_retrieve_gives_each_question(best: BestMemory) -> None:
+    best.add_session(
+        "s4", [("Carol", "works at", "Initech")], date="2024-03-01", text="Carol: I started at Initech."
+    )
+    queries = [
+        Query("Where does Alice live now?", 3),
+        Query("Where did Alice live in May 2023?", 2, "2024-06-01"),
+        Query("Where did Bob work first?", 4),
+        Query("Who works at Initech?", 5, 19800),
+        Query("Where did Bob work in the same year as Alice visited Rome?", 3),  # an event anchor
+        Query("Alice lives in", 1),
+    ]
+    one_by_one = [best.retrieve(q.question, q.k, q.now) for q in queries]
+    batched = best.retrieve_many(queries)
+    vectors = best.memory.store.encode([q.question for q in queries])
+    assert best.retrieve_many(queries, vectors) == batched
+    for alone, together in zip(one_by_one, batched, strict=True):
+        assert [r.record.id for r in together] == [r.record.id for r in alone] and together
+        assert [r.score for r in together] == pytest.approx([r.score for r in alone], abs=1e-5)
+    assert objects(batched[0])[0] == "Berlin" and objects(batched[1])[0] == "Paris"
+    assert best.retrieve_many([]) == []
+    with pytest.raises(ValueError, match="k must be"):
+        best.retrieve_many([Query("Where?", 0)])
+
+
+def test_present_reads_a_question_without_a_time_as_asked_now(best: BestMemory) -> None:
+    present = BestMemory(best.memory, rerank=False, present=True)
+    assert objects(present.retrieve("Where does Alice live?", k=2)) == ["Berlin", "Paris"]
+    assert present._constraint("Where does Alice live?", 19700).relation == "current"
+    assert not present._constraint("Where did Alice live?", 19700)  # asks about the past: no "now"
+    assert not best._constraint("Where does Alice live?", 19700)  # off by default

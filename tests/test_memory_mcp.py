@@ -81,3 +81,34 @@ def test_the_sdk_client_adds_and_searches_over_stdio(tmp_path):
     ]
     assert bad.is_error and "fact 0: t_happen 20240101 is outside the calendar" in text_of(bad)
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["ann.db"]
+
+
+async def alice(store: Path) -> list[str]:
+    """Paris (2023-05-08), then Berlin (2023-09-01), asked about the past and the present."""
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "rotmem.cli", "mcp", "--store", str(store), "--namespace", "al", "--encoder", "hashing"],
+        env={"PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
+        cwd=str(REPO),
+    )
+    async with Client(server, read_timeout_seconds=120) as client:
+        empty = await client.call_tool("search_memory", {"question": "where does Alice live"})
+        for session_id, date, city in (("s1", "2023-05-08", "Paris"), ("s2", "2023-09-01", "Berlin")):
+            facts = [{"subject": "Alice", "relation": "lives in", "object": city}]
+            await client.call_tool("add_memory", {"session_id": session_id, "date": date, "facts": facts})
+        past = await client.call_tool("search_memory", {"question": "where did Alice live in May 2023"})
+        now = await client.call_tool("search_memory", {"question": "where does Alice live"})
+        return [text_of(empty), text_of(past), text_of(now)]
+
+
+def test_search_memory_answers_through_the_service_search(tmp_path):
+    empty, past, now = asyncio.run(alice(tmp_path))
+    assert empty == "(no memories stored)"
+    assert past.splitlines() == [
+        "2023-05-08: Alice lives in Paris [historical]",  # the version valid in May 2023 first
+        "2023-09-01: Alice lives in Berlin",
+    ]
+    assert now.splitlines() == [
+        "2023-09-01: Alice lives in Berlin",
+        "2023-05-08: Alice lives in Paris [historical]",
+    ]

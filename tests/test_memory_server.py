@@ -443,6 +443,36 @@ def test_the_current_version_first_unless_the_question_asks_about_the_past(sqlit
         assert objects("where did Alice live in May 2023") == [("Paris", True), ("Berlin", False)]
 
 
+def test_search_goes_through_best_memory_records_best_first_evidence_in_tem_order(service):
+    """The service's search is ``BestMemory`` (hybrid + the question's time constraint): ``records``
+    best first, ``evidence`` the same records in TEM's presentation order."""
+    with service.client("a") as a:
+        add(a, "s1", "2023-05-08", [fact("Alice", "lives in", "Paris")], "Alice: I live in Paris.")
+        add(a, "s2", "2023-09-01", [fact("Alice", "lives in", "Berlin")], "Alice: I live in Berlin now.")
+        add(a, "s3", "2023-09-02", [fact("Bob", "works at", "Acme")])
+        past = a.post("/v1/search", json={"question": "where did Alice live in May 2023", "k": 3}).json()
+        assert [r["object"] for r in past["records"]][:2] == ["Paris", "Berlin"]
+        assert past["evidence"].splitlines()[0] == "2023-05-08: Alice lives in Paris [historical]"
+        assert past["mode"] == "explicit"
+        now = a.post("/v1/search", json={"question": "where does Alice live", "k": 3}).json()
+        assert [(r["object"], r["historical"]) for r in now["records"]][:2] == [
+            ("Berlin", False),
+            ("Paris", True),
+        ]
+        assert now["evidence"].splitlines()[:2] == [
+            "2023-09-01: Alice lives in Berlin",
+            "2023-05-08: Alice lives in Paris [historical]",
+        ]
+        assert sorted(now["evidence"].splitlines()) == sorted(
+            f"{r['t_happen']}: {r['subject']} {r['relation']} {r['object']}"
+            + (" [historical]" if r["historical"] else "")
+            for r in now["records"]
+        )  # the evidence shows the same records as `records`
+    tenants = list(service.pool._tenants.values())
+    assert tenants and all(t.best.memory is t.memory and t.best.present for t in tenants)
+    assert not any(t.best.rerank for t in tenants)  # no fit in the service
+
+
 def curl_examples(text: str) -> list[str]:
     """The ``curl`` commands of a Markdown text, each joined across its lines (a line ending in a
     backslash, or a quote left open)."""

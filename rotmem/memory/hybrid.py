@@ -163,16 +163,18 @@ class HybridRetriever:
         self._built_for = (len(records), len(turns))
 
     # --- scores -----------------------------------------------------------------------------
-    def _dense(self, kind: str, query: np.ndarray, positions: dict[int, int], size: int) -> np.ndarray:
+    def _dense(self, kind: str, queries: np.ndarray, positions: dict[int, int], size: int) -> np.ndarray:
+        """``[B, size]`` dense scores of the ``[B, D]`` questions (NaN: not in a question's top
+        ``pool``): one index search for the batch."""
         index = self.store.index(kind)
-        out = np.full(size, np.nan, dtype=np.float32)
+        out = np.full((len(queries), size), np.nan, dtype=np.float32)
         if index is None or size == 0:
             return out
-        scores, ids = index.search(query.reshape(1, -1), min(self.pool, len(index)))
-        scores, ids = np.asarray(scores)[0], np.asarray(ids)[0]
-        for score, i in zip(scores, ids, strict=True):
-            if i >= 0 and int(i) in positions:
-                out[positions[int(i)]] = score
+        scores, ids = index.search(queries, min(self.pool, len(index)))
+        for row, (row_scores, row_ids) in enumerate(zip(np.asarray(scores), np.asarray(ids), strict=True)):
+            for score, i in zip(row_scores, row_ids, strict=True):
+                if i >= 0 and int(i) in positions:
+                    out[row, positions[int(i)]] = score
         return out
 
     def _standardised(self, x: np.ndarray) -> np.ndarray:
@@ -190,28 +192,50 @@ class HybridRetriever:
 
     def scores(self, question: str, vector: np.ndarray | None = None, now: Day | None = None) -> np.ndarray:
         """``[units]`` scores of every evidence unit for ``question`` (module docs, steps 1-3)."""
+        query = None if vector is None else np.asarray(vector, np.float32)
+        if query is None and self._unit_count() > 0:
+            query = self.store.encode([question])[0]
+        return self.scores_many([question], None if query is None else query[None], [now])[0]
+
+    def _unit_count(self) -> int:
         if self._built_for is None or self._built_for != self._sizes():
             self._build()
-        n = len(self._unit_turn)
+        return len(self._unit_turn)
+
+    def scores_many(
+        self, questions: Sequence[str], vectors: np.ndarray | None, nows: Sequence[Day | None]
+    ) -> list[np.ndarray]:
+        """``scores`` of each question (``vectors [B, D]``: their embeddings), as one pass: the
+        tables checked once, one dense index search per kind for the batch."""
+        n = self._unit_count()
         if n == 0:
-            return np.zeros(0, dtype=np.float32)
-        query = self.store.encode([question])[0] if vector is None else np.asarray(vector, np.float32)
+            return [np.zeros(0, dtype=np.float32) for _ in questions]
+        queries = np.asarray(vectors, dtype=np.float32).reshape(len(questions), -1)
+        dense_turns = self._dense("turn", queries, self._turn_pos, len(self._turns))
+        dense_facts = self._dense(FACT_KIND, queries, self._record_pos, len(self._records))
         w = self.lexical_weight
-        turn = self._standardised(self._dense("turn", query, self._turn_pos, len(self._turns)))
-        turn = turn + w * self._standardised(self._turn_lexical.scores(question))
-        fact = self._standardised(self._dense(FACT_KIND, query, self._record_pos, len(self._records)))
-        fact = fact + w * self._standardised(self._fact_lexical.scores(question))
-        low_turn = float(turn.min()) if turn.size else 0.0
-        unit_turn = (  # a memory without turns: every unit gets the stand-in
-            np.where(self._unit_turn >= 0, turn[np.maximum(self._unit_turn, 0)], low_turn)
-            if turn.size
-            else np.full(n, low_turn, dtype=np.float32)
-        )
-        unit_fact = np.full(n, -np.inf, dtype=np.float32)
-        if len(self._fact_pairs):
-            np.maximum.at(unit_fact, self._fact_pairs[:, 1], fact[self._fact_pairs[:, 0]])
-        scores = unit_turn + np.where(np.isfinite(unit_fact), unit_fact, low_turn)
-        return scores + self.time_boost * self._time_matches(question, now)
+        out = []
+        for question, now, dense_turn, dense_fact in zip(
+            questions, nows, dense_turns, dense_facts, strict=True
+        ):
+            turn = self._standardised(dense_turn) + w * self._standardised(
+                self._turn_lexical.scores(question)
+            )
+            fact = self._standardised(dense_fact) + w * self._standardised(
+                self._fact_lexical.scores(question)
+            )
+            low_turn = float(turn.min()) if turn.size else 0.0
+            unit_turn = (  # a memory without turns: every unit gets the stand-in
+                np.where(self._unit_turn >= 0, turn[np.maximum(self._unit_turn, 0)], low_turn)
+                if turn.size
+                else np.full(n, low_turn, dtype=np.float32)
+            )
+            unit_fact = np.full(n, -np.inf, dtype=np.float32)
+            if len(self._fact_pairs):
+                np.maximum.at(unit_fact, self._fact_pairs[:, 1], fact[self._fact_pairs[:, 0]])
+            scores = unit_turn + np.where(np.isfinite(unit_fact), unit_fact, low_turn)
+            out.append(scores + self.time_boost * self._time_matches(question, now))
+        return out
 
     def _time_matches(self, question: str, now: Day | None) -> np.ndarray:
         if now is None and self.memory is not None:
@@ -230,11 +254,26 @@ class HybridRetriever:
         """The top ``k`` evidence units, best first. ``vector``: the question's embedding when
         already computed; ``now``: the day the question is asked (for relative expressions in it;
         default the latest session date)."""
+        self._check(question, k)
+        return self._top(self.scores(question, vector, now), k)
+
+    def ranked_many(
+        self, questions: Sequence[str], k: int, vectors: np.ndarray, nows: Sequence[Day | None]
+    ) -> list[list[Evidence]]:
+        """``ranked`` for each question (``vectors [B, D]`` their embeddings, ``nows`` their days) in
+        one pass (``scores_many``)."""
+        for question in questions:
+            self._check(question, k)
+        return [self._top(scores, k) for scores in self.scores_many(questions, vectors, nows)]
+
+    @staticmethod
+    def _check(question: str, k: int) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         if not isinstance(question, str) or not question.strip():
             raise ValueError(f"question must be a non-empty string, got {question!r}")
-        scores = self.scores(question, vector, now)
+
+    def _top(self, scores: np.ndarray, k: int) -> list[Evidence]:
         top = np.argsort(-scores, kind="stable")[:k]
         return [self._evidence(int(u), float(scores[u])) for u in top]
 

@@ -6,9 +6,11 @@ reads, searches, counts and deletes its own namespace only (there is no namespac
 - ``POST /v1/sessions``: add a session (facts and/or text, told on ``date``; without facts the
   configured extractor reads them from the text) -> its index, each fact's record id, and whether
   each fact's object was found in the text (``verified``; a fact is never dropped).
-- ``POST /v1/search``: ``question``, ``k``, ``now`` -> the top-``k`` records by RoMem's time-aware
-  score (``TemporalMemory.retrieve``), the query mode, and the rendered evidence with
-  ``[historical]`` labels. The question is embedded inside the request.
+- ``POST /v1/search``: ``question``, ``k``, ``now`` -> the top-``k`` records **best first**
+  (``BestMemory``: the hybrid retriever and the question's time constraint, no re-rank), the query
+  mode, and the rendered evidence: the same records in TEM's presentation order (the current
+  version first, or for a question about a past time the version valid then) with
+  ``[historical]`` labels, for an LLM to read. The question is embedded inside the request.
 - ``GET /v1/subjects/{subject}/history?relation=``: every version of a subject, in source order (a
   path route: a subject with ``/`` is sent as is or as ``%2F``).
 - ``GET /v1/records/{id}``: one record.  ``GET /v1/stats``: the namespace's counts.
@@ -314,7 +316,7 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
         now = None if body.now is None else check_day(body.now, "search", "now")
         found = pool.search(ns, body.question, body.k, now)
         records = [{**record_json(r.record, r.t_happen, r.t_obs), "score": r.score} for r in found.records]
-        evidence = render_timed(found.records)
+        evidence = render_timed(found.presented)
         return JSONResponse({"records": records, "evidence": evidence, "mode": found.mode})
 
     @app.get("/v1/subjects/{subject:path}/history")

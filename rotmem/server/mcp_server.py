@@ -5,8 +5,10 @@ Tools:
 - ``add_memory(session_id, date, facts=[], text=None)``: append one session told on ``date``
   (``YYYY-MM-DD``); ``facts`` are ``{subject, relation, object, t_happen?}`` objects; without facts
   and with a ``text`` the configured extractor reads them. Returns what was stored and dropped.
-- ``search_memory(question, k=15, now=None)``: the rendered evidence of the top-``k`` records by
-  RoMem's time-aware score, one line each, dated, superseded versions labelled ``[historical]``.
+- ``search_memory(question, k=15, now=None)``: the rendered evidence of the top-``k`` records
+  (``BestMemory`` through the pool, as ``POST /v1/search``: the hybrid retriever and the question's
+  time constraint), one line each, dated, in TEM's presentation order, superseded versions
+  labelled ``[historical]``.
 
 A bad argument comes back as a tool error carrying the same one-line message as the CLI.
 """
@@ -23,6 +25,7 @@ from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 
 from rotmem.memory.records import ExtractedFact, check_day  # noqa: E402
 from rotmem.memory.tem_store import check_question  # noqa: E402
+from rotmem.memory.temporal_memory import render_timed  # noqa: E402
 from rotmem.server.pool import MemoryPool  # noqa: E402
 
 
@@ -91,10 +94,7 @@ def build_server(pool: MemoryPool, namespace: str = "default") -> MCPServer:
         day = None if now is None else check_day(now, "search_memory", "now")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 100:
             raise ValueError(f"k must be an integer in 1..100, got {k!r}")
-        with pool.use(namespace, create=False) as memory:
-            if memory is None:
-                return "(no memories stored)"
-            found = memory.retrieve(question, k=k, now=day)
-            return memory.render(found) if found else "(no memories stored)"
+        found = pool.search(namespace, question, k, day)
+        return render_timed(found.presented) if found.records else "(no memories stored)"
 
     return server

@@ -1,11 +1,13 @@
-"""The namespaces of a memory service: one ``TemporalMemory`` per tenant, opened on first use.
+"""The namespaces of a memory service: one ``TemporalMemory`` per tenant, opened on first use, and
+the ``BestMemory`` its searches go through (hybrid + the question's time constraint; no re-rank,
+which needs a fit: docs/memory.md, "The memory as a service").
 
 ``store`` is a directory (SQLite: one file ``<namespace>.db`` per namespace, created on the first
 write) or a Postgres DSN (one schema per namespace, ``rotmem.memory.postgres``). A store is not
 thread-safe, so every use of a namespace holds its lock; namespaces do not wait for each other.
 Searches are embedded outside the lock (``ServiceEncoder``, batched across namespaces) and the
-concurrent searches of one namespace run as one batch under its lock
-(``TemporalMemory.retrieve_many``: one index scan, one fetch, for the whole batch).
+concurrent searches of one namespace run as one batch under its lock (``BestMemory.retrieve_many``:
+one hybrid pass, one dense index search per kind, for the whole batch).
 Reads of a namespace that was never written see an empty memory and create nothing. Deleting a
 namespace removes every record it holds (its file and WAL sidecars, or its schema); nothing else
 is ever deleted.
@@ -25,31 +27,39 @@ import numpy as np
 from rotmem.memory import TemporalMemory
 from rotmem.memory.backends import is_postgres
 from rotmem.memory.database import MemoryDatabaseError
+from rotmem.memory.retrieval.best import BestMemory
 from rotmem.memory.sql_database import check_namespace
 from rotmem.memory.tem_store import check_question
 from rotmem.memory.temporal_memory import Query, TemporalRecord
+from rotmem.memory.tense import present_order
 from rotmem.server.batching import Batcher, ServiceEncoder
 
 
 @dataclass(frozen=True)
 class SearchResult:
-    """One search's records (``TemporalMemory.retrieve``) and its query mode (None when empty)."""
+    """One search's records, best first (``BestMemory.retrieve``), the same records in TEM's
+    presentation order (``rotmem.memory.tense.present_order``: what the rendered evidence shows),
+    and the query mode (None when empty)."""
 
     records: list[TemporalRecord]
     mode: str | None
+    presented: list[TemporalRecord] = field(default_factory=list)
 
 
 @dataclass
 class Tenant:
-    """One namespace's open memory, the lock that serialises its use, and its search batches."""
+    """One namespace's open memory, the ``BestMemory`` that searches it, the lock that serialises
+    their use, and its search batches."""
 
     memory: TemporalMemory
     lock: threading.Lock = field(default_factory=threading.Lock)
     closed: bool = False
     searches: Batcher | None = None
+    best: BestMemory | None = None
 
     def __post_init__(self) -> None:
         self.searches = Batcher(self._search_batch)
+        self.best = BestMemory(self.memory, rerank=False, present=True)  # module docs
 
     def _search_batch(self, items: list[tuple[Query, np.ndarray]]) -> list[SearchResult | ValueError]:
         """The batch's results; when it fails on bad input, each query alone (its own result or error),
@@ -72,13 +82,17 @@ class Tenant:
 
     def _search(self, items: list[tuple[Query, np.ndarray]]) -> list[SearchResult]:
         queries = [query for query, _ in items]
-        found = self.memory.retrieve_many(queries, np.stack([vector for _, vector in items]))
-        return [
-            SearchResult(
-                records, self.memory.time_query(q.question, q.now)[0].mode.value if records else None
-            )
-            for q, records in zip(queries, found, strict=True)
-        ]
+        found = self.best.retrieve_many(queries, np.stack([vector for _, vector in items]))
+        out = []
+        for query, records in zip(queries, found, strict=True):
+            if not records:
+                out.append(SearchResult([], None))
+                continue
+            tq, now_day = self.memory.time_query(query.question, query.now)
+            group = self.memory.store.version_group
+            presented = present_order(records, query.question, tq.span, now_day, group)
+            out.append(SearchResult(records, tq.mode.value, presented))
+        return out
 
 
 class MemoryPool:

@@ -25,18 +25,23 @@ time constraints on. ``TemporalMemory.fit``'s own defaults are not these: the pr
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from rotmem.memory.hybrid import LEXICAL_WEIGHT, TIME_BOOST, HybridRetriever
+from rotmem.memory.hybrid import LEXICAL_WEIGHT, TIME_BOOST, Evidence, HybridRetriever
 from rotmem.memory.online_fit import FitConfig
 from rotmem.memory.records import SessionResult
 from rotmem.memory.retrieval.constrain import Candidate, Slot, apply_constraint
 from rotmem.memory.retrieval.time_constraint import TimeConstraint, parse_time_constraint
-from rotmem.memory.temporal_memory import Day, TemporalMemory, TemporalRecord, render_timed
+from rotmem.memory.tem_store import check_question
+from rotmem.memory.temporal_memory import Day, Query, TemporalMemory, TemporalRecord, render_timed
+from rotmem.memory.tense import asks_about_past
+from rotmem.memory.time_expressions import TimeQuery
 
 BETA = 0.5  # the dev grid's best re-rank weight (docs/memory.md)
 POOL = 100  # hybrid candidates the re-rank and the constraint see
@@ -75,6 +80,11 @@ class BestMemory:
             ``preset_fit_config()``).
         complete_slots: hand the constraint every stored fact of the asked slot (relation and
             named entity), not only the pool's (``constrain``, step 5).
+        present: read a question with no time constraint that does not ask about the past
+            (``rotmem.memory.tense.asks_about_past``) as asked "now": the current version of the
+            asked slot first, and for such questions each TEM version group's current version
+            before its ``[historical]`` ones (the service's setting; off by default, so the
+            measured rows hold).
         lexical_weight, time_boost: the hybrid's weights.
     """
 
@@ -88,6 +98,7 @@ class BestMemory:
         rerank: bool = True,
         fit_config: FitConfig | None = None,
         complete_slots: bool = True,
+        present: bool = False,
         lexical_weight: float = LEXICAL_WEIGHT,
         time_boost: float = TIME_BOOST,
     ):
@@ -100,6 +111,7 @@ class BestMemory:
         self.memory, self.beta, self.pool = memory, float(beta), pool
         self.constrain, self.rerank = bool(constrain), bool(rerank)
         self.fit_config, self.complete_slots = fit_config, bool(complete_slots)
+        self.present = bool(present)
         self._slots_for = -1
         self._relation_vectors: dict[str, np.ndarray] = {}
         self._by_subject: dict[tuple[str, str], list[int]] = {}
@@ -136,12 +148,71 @@ class BestMemory:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         tq, now_day = self.memory.time_query(question, now)
-        constraint = parse_time_constraint(question, int(now_day)) if self.constrain else TimeConstraint()
+        constraint = self._constraint(question, now_day)
         if constraint.anchor_kind and constraint.anchor_kind.startswith("same_"):  # the event is not asked
             question, vector = constraint.main or question, None
         if vector is None:
             vector = self.memory.store.encode([question])[0]
         units = self.hybrid.ranked(question, max(self.pool, k), vector=vector, now=now_day)
+        return self._finish(units, k, tq, now_day, constraint, vector)
+
+    def retrieve_many(
+        self, queries: Sequence[Query], vectors: np.ndarray | None = None
+    ) -> list[list[TemporalRecord]]:
+        """``retrieve`` for each of ``queries`` (``TemporalMemory.retrieve_many``'s signature;
+        ``vectors [B, D]``: the questions' embeddings), with one hybrid pass for the batch (the
+        tables checked once, one dense index search per kind); the time constraint (and the
+        re-rank) per question. The same records as ``retrieve`` one by one."""
+        for query in queries:
+            check_question(query.question)
+            if isinstance(query.k, bool) or not isinstance(query.k, int) or query.k < 1:
+                raise ValueError(f"k must be a positive integer, got {query.k!r}")
+        self.memory.store.refresh()
+        if not queries or self.memory.store.index() is None:
+            return [[] for _ in queries]
+        if vectors is None:
+            vectors = self.memory.store.encode([query.question for query in queries])
+        latest = self.memory.latest_observation() if any(q.now is None for q in queries) else None
+        asked, texts, rows = [], [], np.array(vectors, dtype=np.float32)
+        for row, query in enumerate(queries):
+            tq, now_day = self.memory.time_query(query.question, latest if query.now is None else query.now)
+            constraint = self._constraint(query.question, now_day)
+            text = query.question
+            if constraint.anchor_kind and constraint.anchor_kind.startswith("same_"):
+                text = constraint.main or text
+            if text != query.question:  # the event is not asked: embed the rest
+                rows[row] = self.memory.store.encode([text])[0]
+            asked.append((tq, now_day, constraint))
+            texts.append(text)
+        depth = max(max(self.pool, query.k) for query in queries)
+        units = self.hybrid.ranked_many(texts, depth, rows, [now_day for _, now_day, _ in asked])
+        return [
+            self._finish(found[: max(self.pool, query.k)], query.k, tq, now_day, constraint, vector)
+            for query, found, (tq, now_day, constraint), vector in zip(
+                queries, units, asked, rows, strict=True
+            )
+        ]
+
+    def _constraint(self, question: str, now_day: float) -> TimeConstraint:
+        """The question's time constraint (``present``: "now" when it states none)."""
+        if not self.constrain:
+            return TimeConstraint()
+        constraint = parse_time_constraint(question, int(now_day))
+        if self.present and not constraint and not asks_about_past(question):
+            window = (-math.inf, int(now_day))
+            return replace(constraint, window=window, order="latest", relation="current")
+        return constraint
+
+    def _finish(
+        self,
+        units: list[Evidence],
+        k: int,
+        tq: TimeQuery,
+        now_day: float,
+        constraint: TimeConstraint,
+        vector: np.ndarray,
+    ) -> list[TemporalRecord]:
+        """The top ``k`` of the hybrid's ``units``: re-ranked, then the time constraint applied."""
         seen: dict[int, tuple[Any, float]] = {}
         for unit in units:
             for record in unit.records:
@@ -164,6 +235,8 @@ class BestMemory:
         similarity = self._similarity(vector, {r.relation for r in records}) if constraint else None
         event = self._event_day(constraint, now_day)
         ordered = apply_constraint(candidates, constraint, event, complete, similarity)
+        if self.present and constraint.relation == "current":
+            ordered = self._current_first(ordered)
         streams = dict(zip(seen, zip(kge, taus, strict=True), strict=True))
         added = [c.record.id for c in ordered[:k] if c.record.id not in times]  # completed slot facts
         times.update(self.memory._times(added) if added else {})
@@ -173,6 +246,20 @@ class BestMemory:
             happen, obs = times.get(c.record.id, (None, None))
             s_sem = c.score - self.beta * (g or 0.0)
             out.append(TemporalRecord(c.record, happen, obs, s_sem, g or 0.0, c.score, tau))
+        return out
+
+    def _current_first(self, ordered: list[Candidate]) -> list[Candidate]:
+        """``ordered`` with each TEM version group's current version in the group's first place
+        (the ``[historical]`` ones after it, in their order): the slot of a relation that TEM
+        groups with another ("lives in", "moved to") is not the constraint's."""
+        places: dict[str, list[int]] = defaultdict(list)
+        for place, candidate in enumerate(ordered):
+            places[self.memory.store.version_group(candidate.record)].append(place)
+        out = list(ordered)
+        for group in places.values():
+            members = sorted((ordered[p] for p in group), key=lambda c: c.record.historical)
+            for place, member in zip(group, members, strict=True):
+                out[place] = member
         return out
 
     def _similarity(self, vector: np.ndarray, relations: set[str]) -> Callable[[str], float]:
