@@ -74,12 +74,19 @@ def sqlite_service(tmp_path) -> Iterator[Service]:
         yield running
 
 
+@pytest.fixture
+def best_service(tmp_path) -> Iterator[Service]:
+    """The service with ``--retriever best`` (``BestMemory``), on SQLite files."""
+    with serving(str(tmp_path), retriever="best") as running:
+        yield running
+
+
 @contextmanager
-def serving(store: str) -> Iterator[Service]:
+def serving(store: str, retriever: str = "temporal") -> Iterator[Service]:
     names = {"a": new_namespace(), "b": new_namespace()}
     ring = KeyRing()
     tokens = {names[who]: ring.add(names[who]) for who in ("a", "b")}
-    pool = MemoryPool(store, HashingEncoder(64))
+    pool = MemoryPool(store, HashingEncoder(64), retriever=retriever)
     server, thread, url = run_server(pool, ring, max_body=64 * 1024)
     try:
         yield Service(url, {who: tokens[names[who]] for who in ("a", "b")}, pool)
@@ -443,9 +450,10 @@ def test_the_current_version_first_unless_the_question_asks_about_the_past(sqlit
         assert objects("where did Alice live in May 2023") == [("Paris", True), ("Berlin", False)]
 
 
-def test_search_goes_through_best_memory_records_best_first_evidence_in_tem_order(service):
-    """The service's search is ``BestMemory`` (hybrid + the question's time constraint): ``records``
-    best first, ``evidence`` the same records in TEM's presentation order."""
+def test_search_goes_through_best_memory_records_best_first_evidence_in_tem_order(best_service):
+    """``--retriever best``: the search is ``BestMemory`` (hybrid + the question's time constraint):
+    ``records`` best first, ``evidence`` the same records in TEM's presentation order."""
+    service = best_service
     with service.client("a") as a:
         add(a, "s1", "2023-05-08", [fact("Alice", "lives in", "Paris")], "Alice: I live in Paris.")
         add(a, "s2", "2023-09-01", [fact("Alice", "lives in", "Berlin")], "Alice: I live in Berlin now.")
@@ -511,3 +519,15 @@ def test_the_curl_examples_of_the_docs_work(sqlite_service):
         assert "error" not in json.loads(ran.stdout), (command, ran.stdout)
     with sqlite_service.client("a") as a:
         assert a.get("/v1/stats").json()["facts"] >= 1
+
+
+def test_the_default_retriever_is_temporal_memory_and_a_bad_one_is_named(tmp_path):
+    pool = MemoryPool(str(tmp_path), HashingEncoder(8))
+    try:
+        with pool.use("n1", create=True):
+            pass
+        assert all(t.best is None and t.retriever == "temporal" for t in pool._tenants.values())
+    finally:
+        pool.close()
+    with pytest.raises(ValueError, match="unknown retriever 'bm25'; expected one of"):
+        MemoryPool(str(tmp_path), HashingEncoder(8), retriever="bm25")

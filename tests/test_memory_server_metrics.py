@@ -88,9 +88,9 @@ def test_metrics_count_every_encoder_call_of_searches_and_adds(tmp_path):
         assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
         assert "alice" not in response.text and 'rotmem_encoder_info{device="cpu"} 1' in response.text
         counts = histogram(response.text)
-        # every text the model saw: 2 facts, 8 questions, and the relation "lives in" once (the
-        # search's time constraint compares relations with the question: BestMemory, kept per tenant)
-        assert counts["sum"] == sum(inner.calls) == 11
+        # every text the model saw: 2 facts and 8 questions (the default retriever, TemporalMemory;
+        # `--retriever best` embeds each new relation once more for its time constraint)
+        assert counts["sum"] == sum(inner.calls) == 10
         assert counts["count"] == len(inner.calls) < 10  # the 8 concurrent questions shared calls
         assert counts["2"] >= 1 and counts["+Inf"] == counts["count"] == counts["64"]
     finally:

@@ -18,6 +18,16 @@ DEVICE_HELP = (
 )
 
 
+def add_retriever_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--retriever",
+        default="temporal",
+        choices=("temporal", "best"),
+        help="temporal (default): TemporalMemory, one index scan per batch of searches; best: BestMemory, "
+        "the question's time constraint applied (its indexes rebuilt after each write: docs/memory.md)",
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="the memory as an HTTP service (FastAPI): add, search, history, stats")
     p.add_argument("--keys", required=True, help="the API key file (JSON of SHA-256 hashes -> namespaces)")
@@ -27,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8077, help="port (default 8077; 0: any free port)")
     p.add_argument("--encoder", default="minilm", help=ENCODER_HELP)
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
+    add_retriever_argument(p)
     p.add_argument(
         "--extractor", default=None, metavar="MODULE:NAME", help="a FactExtractor for text-only sessions"
     )
@@ -72,7 +83,7 @@ def build_pool(args: argparse.Namespace):
     device = resolve_device(getattr(args, "device", "auto"))  # a bad value or no GPU: one line, exit 2
     encoder = _encoder(args.encoder, device)
     encoder.encode(["warm up"])  # load the model before the first request (readiness)
-    return MemoryPool(args.store, encoder, extractor, **options)
+    return MemoryPool(args.store, encoder, extractor, getattr(args, "retriever", "temporal"), **options)
 
 
 def run_serve(args: argparse.Namespace) -> int:
