@@ -24,9 +24,6 @@ from rotmem.errors import BadSettingError, UserInputError
 from rotmem.models import FAMILIES, TemporalKGE
 from rotmem.training.family import LINKED, class_path
 
-# constructor arguments that are not settings (the training facts a model may be built with)
-NOT_SETTINGS = ("facts",)
-
 
 def family_spec(model: TemporalKGE) -> dict[str, Any]:
     """``{"class_path": ..., "init_args": ...}`` that builds ``model`` again (its ``config``): what a
@@ -37,7 +34,7 @@ def family_spec(model: TemporalKGE) -> dict[str, Any]:
 def settings_of(cls: type[TemporalKGE]) -> list[str]:
     """The arguments a config may give ``cls`` (its constructor's, less the linked ones)."""
     names = inspect.signature(cls).parameters
-    return [name for name in names if name not in LINKED + NOT_SETTINGS]
+    return [name for name in names if name not in LINKED]
 
 
 def build_family(class_type: type[TemporalKGE], *args: Any, **kwargs: Any) -> TemporalKGE:

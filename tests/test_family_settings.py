@@ -12,7 +12,7 @@ from test_cli_input_checks import run_main
 from rotmem.data import synthetic_kg
 from rotmem.data.arrays import save_arrays
 
-ROMEM_ARGUMENTS = "dim, k, backbone, speed, init_scale, init_s, init_base, history_windows"
+ROMEM_ARGUMENTS = "dim, k, backbone, speed, init_scale, init_s, init_base)"
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import torch
 from rotmem.errors import BadCheckpointError, InputFileNotFoundError, describe
 from rotmem.models.base import TemporalKGE
 from rotmem.models.digest import DIGEST_KEY, state_digest
+from rotmem.models.history_spec import HistorySpec
 from rotmem.models.romem import RoMem
 from rotmem.models.romem_complex import RoMemComplEx
 from rotmem.models.tntcomplex import TNTComplEx
@@ -43,6 +44,8 @@ def load_model(checkpoint_path: str | Path, map_location: str | torch.device = "
     config = dict(payload["config"])
     try:
         model = build_model(config.pop("family", RoMem.family), **config)
+        if payload.get("history"):  # its windows: the indexed facts come with the state dict
+            model.attach_history(HistorySpec(**payload["history"]))
     except (TypeError, ValueError) as error:  # a family or argument this version does not know
         raise BadCheckpointError(f"{path}: cannot build its model ({describe(error)})") from None
     state = model_state(state)
