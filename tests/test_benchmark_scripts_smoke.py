@@ -100,11 +100,25 @@ def test_memory_service_tiny(tmp_path):
     run_script("-m", "benchmarks.memory_service", "prepare", *common, timeout=300)
     run_script(
         "-m", "benchmarks.memory_service", "load", "crash", *common, "--clients", "1", "2", "--seconds", "2",
-        "--cycles", "1", "--kill-after", "2", timeout=600,
+        "--cycles", "1", "--kill-after", "2", "--batch-sizes", "1", "4", "--reps", "1", "--device", "cpu",
+        timeout=600,
     )  # fmt: skip
-    load = read_rows(out / "memory_service.csv")
-    assert [(r["backend"], int(r["clients"])) for r in load] == [("sqlite", 1), ("sqlite", 2)]
-    assert all(int(r["records"]) == 200 and int(r["errors"]) == 0 and int(r["searches"]) > 0 for r in load)
+    rows = read_rows(out / "memory_service.csv")
+    curve = [(r["texts"], int(r["batch_size"])) for r in rows if r["row"] == "encoder"]
+    assert curve == [("question", 1), ("question", 4), ("fact", 1), ("fact", 4)]
+    load = [r for r in rows if r["row"] == "load"]
+    levels = [(r["backend"], int(r["clients"]), float(r["adds_share"])) for r in load]
+    assert levels == [("sqlite", 1, 0.1), ("sqlite", 2, 0.1), ("sqlite", 2, 1.0)]  # then 2 clients adding
+    assert all(int(r["records"]) == 200 and int(r["errors"]) == 0 for r in load)
+    assert all(int(r["searches"]) > 0 for r in load[:2]) and int(load[2]["searches"]) == 0
+    assert all(int(r["encoder_calls"]) > 0 and float(r["mean_batch"]) >= 1 for r in load)  # from /metrics
+    targets = [r for r in rows if r["row"] == "target"]
+    assert [(r["target"], int(r["clients"])) for r in targets] == [
+        ("searches/s vs encoder questions/s", 2),
+        ("search p99 vs p50", 2),
+        ("add-only facts/s vs encoder facts/s", 2),
+    ]
+    assert all(float(r["bound"]) > 0 and r["passed"] in ("True", "False") for r in targets)
     crash = read_rows(out / "memory_service_crash.csv")
     assert len(crash) == 1 and int(crash[0]["acknowledged"]) > 0
     assert int(crash[0]["found"]) == int(crash[0]["acknowledged"])
@@ -112,6 +126,50 @@ def test_memory_service_tiny(tmp_path):
     assert (out / "memory_service.png").stat().st_size > 0
     with (out / "memory_service.csv").open() as handle:
         assert handle.readline().startswith("# python -m benchmarks.memory_service load crash")
+
+
+@pytest.mark.slow
+def test_memory_service_encoder_curve_tiny(tmp_path):
+    """The service's encoder timed alone (``encoder`` phase): sentences/s per batch size, per kind."""
+    pytest.importorskip("sentence_transformers")
+    run_script(
+        "-m", "benchmarks.memory_service", "encoder", "--batch-sizes", "1", "2", "--reps", "2",
+        "--device", "cpu", "--out", str(tmp_path), timeout=300,
+    )  # fmt: skip
+    rows = read_rows(tmp_path / "memory_service.csv")
+    assert [(r["row"], r["device"], r["texts"], r["batch_size"], r["reps"]) for r in rows] == [
+        ("encoder", "cpu", texts, size, "2") for texts in ("question", "fact") for size in ("1", "2")
+    ]
+    assert all(float(r["sentences_per_s"]) > 0 for r in rows)
+
+
+def test_memory_service_targets_interpolate_the_encoder_curve():
+    """The targets' bound: the encoder's sentences/s at the mean batch reached, linear in log2(batch)."""
+    from benchmarks.memory_service import targets
+
+    curve = [
+        {"texts": texts, "batch_size": size, "sentences_per_s": rate}
+        for texts in ("question", "fact")
+        for size, rate in ((1, 50.0), (2, 80.0), (4, 120.0), (8, 150.0))
+    ]
+    common = {"backend": "sqlite", "records": 10, "clients": 16, "search_p50_ms": 100.0}
+    load = [
+        {
+            **common,
+            "adds_share": 0.1,
+            "mean_batch": 2 * 2**0.5,
+            "searches_per_s": 90.0,
+            "search_p99_ms": 400.0,
+        },
+        {**common, "adds_share": 1.0, "mean_batch": 16.0, "searches_per_s": 0.0, "adds_per_s": 130.0},
+    ]
+    rows = targets(load, curve, 16)
+    got = [(r["target"], r["bound"], r["ratio"], r["passed"]) for r in rows]
+    assert got == [
+        ("searches/s vs encoder questions/s", 100.0, 0.9, True),  # midway (in log2) between 2 and 4
+        ("search p99 vs p50", 100.0, 4.0, False),
+        ("add-only facts/s vs encoder facts/s", 150.0, 0.867, True),  # beyond the curve: its last value
+    ]
 
 
 @pytest.mark.slow

@@ -21,10 +21,15 @@ timed call. ``rank(question, vector) -> record ids``, best first, at most ``DEPT
   S_kge)`` over the dense top 50) with RoMem fitted with gate speeds, with alpha = 1 for every
   relation, or TNTComplEx (per-day embeddings) fitted in RoMem's place; ``history``: TNTComplEx
   with the history term (``rotmem.models.history``) in RoMem's place; best ``S_final`` first;
-- ``romem-hybrid`` (and ``history-hybrid``, with the history model): the hybrid memory's top
-  ``POOL`` facts re-ranked by ``hybrid score + beta · S_kge`` (RoMem's probability of the fact's
-  object at the question's day, as in ``TemporalMemory.retrieve``; the hybrid score is a sum of
-  z-scores, so RoMem is added, not multiplied).
+- ``romem-hybrid`` (and ``history-hybrid``, with the history model): ``rotmem.memory.BestMemory``
+  without the time constraint: the hybrid memory's top ``POOL`` facts re-ranked by ``hybrid score +
+  beta · S_kge`` (RoMem's probability of the fact's object at the question's day, as in
+  ``TemporalMemory.retrieve``; the hybrid score is a sum of z-scores, so RoMem is added, not
+  multiplied);
+- ``hybrid-time``: ``BestMemory`` with the time constraint and no re-rank (the hybrid top
+  ``TIME_POOL``, constraint applied: ``rotmem.memory.retrieval.constrain``);
+  ``romem-hybrid-time``, ``history-hybrid-time``: the same on the re-ranked candidates
+  (``history-hybrid-time`` is ``BestMemory.preset``'s configuration).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rotmem.memory import BestMemory
 from rotmem.memory.hybrid import HybridRetriever
 from rotmem.memory.lexical import LexicalIndex
 from rotmem.memory.tem_store import fact_text
@@ -42,6 +48,7 @@ from rotmem.memory.time_expressions import QueryMode, query_mode
 
 DEPTH = 10
 POOL = 50  # the symbolic baseline's dense pool: as many as TemporalMemory re-ranks
+TIME_POOL = 100  # hybrid candidates the time constraint sees (BestMemory's default)
 
 Ranker = Callable[[str, np.ndarray, int], list[int]]  # (question, vector, asked-on day) -> record ids
 
@@ -135,17 +142,13 @@ def temporal(memory: TemporalMemory) -> Ranker:
     return rank
 
 
-def romem_hybrid(memory: TemporalMemory, beta: float) -> Ranker:
-    """The hybrid top ``POOL`` re-ranked by ``score + beta * S_kge`` (module docs), best first."""
-    retriever = HybridRetriever(memory)
+def best(memory: TemporalMemory, beta: float, constrain: bool, pool: int = POOL) -> Ranker:
+    """``rotmem.memory.BestMemory`` over ``memory``: the hybrid top ``pool`` re-ranked by ``score +
+    beta * S_kge`` (``beta`` 0 or no fitted model: the hybrid order), then, with ``constrain``, the
+    question's time constraint applied; best first."""
+    found = BestMemory(memory, beta=beta, pool=pool, constrain=constrain, rerank=beta > 0)
 
     def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
-        units = retriever.ranked(question, POOL, vector=vector, now=now)
-        pairs = [(r, unit.score) for unit in units for r in unit.records]
-        records = [r for r, _ in pairs]
-        kge = memory.temporal_scores(records, memory.taus(question, records, now))
-        final = [score + beta * (k or 0.0) for (_, score), k in zip(pairs, kge, strict=True)]
-        order = sorted(range(len(records)), key=lambda i: -final[i])
-        return [records[i].id for i in order[:DEPTH]]
+        return [t.record.id for t in found.retrieve(question, DEPTH, now, vector=vector)]
 
     return rank

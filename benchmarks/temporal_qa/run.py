@@ -54,7 +54,8 @@ RESULTS = Path(__file__).resolve().parents[1] / "results" / "temporal_qa"
 SEEDS = {name: seed for name, (seed, _) in SPLITS.items()}
 MEMORIES = (
     "dense", "bm25", "hybrid", "symbolic", "symbolic-named", "tem", "romem-gate", "romem-no-gate", "discrete",
-    "romem-hybrid", "romem-hybrid-no-gate", "history", "history-hybrid",
+    "romem-hybrid", "romem-hybrid-no-gate", "history", "history-hybrid", "hybrid-time", "romem-hybrid-time",
+    "history-hybrid-time",
 )  # fmt: skip
 TITLES = {
     "dense": "dense MiniLM (fact sentences)",
@@ -70,10 +71,14 @@ TITLES = {
     "romem-hybrid-no-gate": "hybrid + RoMem re-rank (no gate)",
     "history": "TemporalMemory, TNTComplEx + history",
     "history-hybrid": "hybrid + TNTComplEx-history re-rank",
+    "hybrid-time": "hybrid + time constraint",
+    "romem-hybrid-time": "hybrid + time constraint + RoMem re-rank (gate)",
+    "history-hybrid-time": "hybrid + time constraint + TNTComplEx-history re-rank (BestMemory.preset)",
 }
 RERANKS = {  # fit -> its re-rank
     "romem-gate": "romem-hybrid", "romem-no-gate": "romem-hybrid-no-gate", "history": "history-hybrid",
 }  # fmt: skip
+TIMED_RERANKS = {"romem-gate": "romem-hybrid-time", "history": "history-hybrid-time"}  # fit -> re-rank + time
 HISTORY_CONFIG = "icews05-15-tntcomplex-history"  # the accuracy work's best model on validation
 PUBLISHED = (
     "Published MultiTQ retrieval MRR (RoMem paper): RoMem 0.337, without RoMem 0.203, no gate 0.104, "
@@ -88,6 +93,7 @@ class CachedEncoder:
     def __init__(self, encoder):
         self.encoder, self.name = encoder, encoder.name
         self.cache: dict[str, np.ndarray] = {}
+        self.stored: dict[str, np.ndarray] = {}  # ``load``: fact sentences -> vectors
 
     def prime(self, texts: Sequence[str]) -> None:
         vectors = self.encoder.encode(list(texts))
@@ -96,7 +102,25 @@ class CachedEncoder:
     def encode(self, texts: list[str]) -> np.ndarray:
         if len(texts) == 1 and texts[0] in self.cache:
             return self.cache[texts[0]]
+        if self.stored and all(t in self.stored for t in texts):
+            return np.stack([self.stored[t] for t in texts])
         return self.encoder.encode(texts)
+
+    def load(self, path: Path) -> int:
+        """Serve the fact sentences of the memory file ``path`` (written by this benchmark with the
+        same encoder) from their stored vectors, the encoder's own: accuracy runs skip re-embedding
+        the window; the ingestion speed is then not a measurement. Returns the sentences held."""
+        import sqlite3
+
+        from rotmem.memory.tem_store import fact_text
+
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            (name,) = db.execute("SELECT value FROM meta WHERE key = 'encoder'").fetchone()
+            if name != self.name:
+                raise ValueError(f"{path} was embedded with {name}, not {self.name}")
+            rows = db.execute("SELECT subject, relation, object, vector FROM facts").fetchall()
+        self.stored = {fact_text(h, r, t): np.frombuffer(v, dtype="<f4") for h, r, t, v in rows}
+        return len(self.stored)
 
 
 @dataclass
@@ -317,6 +341,8 @@ def load_setup(args: argparse.Namespace) -> Setup:
 
 def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
     encoder = CachedEncoder(HashingEncoder(256) if args.encoder == "hashing" else SentenceEncoder())
+    if args.encoder_cache:
+        print(f"{encoder.load(args.encoder_cache)} fact vectors from {args.encoder_cache}", flush=True)
     window_facts = [f for f in setup.facts if setup.window[0] <= f[3] <= setup.window[1]]
     memory = TemporalMemory(encoder=encoder, verify=False, synchronous="OFF")
     stats = ingest(memory, window_facts, args.days_per_batch)
@@ -330,14 +356,18 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
     if args.quick:
         gate = change_rate_speeds(stored)
         gate_note = "gate speeds: each relation's change rate in the window (the --quick stand-in, no MLP)"
-    else:
+    elif {"romem-gate", RERANKS["romem-gate"], TIMED_RERANKS["romem-gate"]} & set(args.memories):
         gate = Path(args.gate) if args.gate else pretrain_gate(args.out / "gate.pt")
         gate_note = f"gate: Semantic Speed Gate {gate} (Phase 1 on the ICEWS05-15 train split)"
+    else:  # no memory of this run uses the gate
+        gate, gate_note = None, "no gate (no memory of this run uses one)"
     for name, speeds, family, history in (
         ("romem-gate", gate, "romem", {}), ("romem-no-gate", None, "romem", {}),
         ("discrete", None, "tntcomplex", {}), ("history", None, "tntcomplex", history_windows()),
     ):  # fmt: skip
-        if name not in args.memories and RERANKS.get(name) not in args.memories:
+        if name not in args.memories and not {RERANKS.get(name), TIMED_RERANKS.get(name)} & set(
+            args.memories
+        ):
             continue
         variant = TemporalMemory(store=memory.store, speeds=speeds, alpha_g=args.alpha_g)
         t0 = time.perf_counter()
@@ -356,7 +386,13 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
     for name in args.memories:
         t0 = time.perf_counter()
         if name in RERANKS.values():
-            rank = memories.romem_hybrid(variants[{v: k for k, v in RERANKS.items()}[name]], args.beta)
+            fitted = variants[{v: k for k, v in RERANKS.items()}[name]]
+            rank = memories.best(fitted, args.beta, constrain=False, pool=memories.POOL)
+        elif name in TIMED_RERANKS.values():
+            fitted = variants[{v: k for k, v in TIMED_RERANKS.items()}[name]]
+            rank = memories.best(fitted, args.beta, constrain=True, pool=args.time_pool)
+        elif name == "hybrid-time":
+            rank = memories.best(memory, 0.0, constrain=True, pool=args.time_pool)
         elif name in variants:
             rank = memories.temporal(variants[name])
         else:
@@ -378,7 +414,12 @@ def run(setup: Setup, args: argparse.Namespace, command: str) -> list[dict]:
         f"{len(setup.facts)} facts",
         f"memory: {stats['facts']} facts in {stats['sessions']} daily sessions; encoder {encoder.name}; "
         f"ingestion {stats['ingest_s']:.1f} s = {stats['facts_per_s']:.0f} facts/s including embedding "
-        f"(sessions of {args.days_per_batch} days per add_sessions call)",
+        f"(sessions of {args.days_per_batch} days per add_sessions call)"
+        + (
+            f"; fact vectors read from {args.encoder_cache}: not an ingestion speed"
+            if args.encoder_cache
+            else ""
+        ),
         f"RoMem: fitted online on the memory's facts (TemporalMemory.fit, no Lightning): {args.fit_epochs} "
         f"epochs (no-gate, discrete and history: {args.ablation_epochs or args.fit_epochs}; history: "
         f"TNTComplEx + the history term of icews05-15-tntcomplex-history), batch {args.batch_size}, "
@@ -430,8 +471,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--alpha-g", type=float, default=0.3, help="TemporalMemory's S_sem * (1 + alpha_g * S_kge)"
     )
     parser.add_argument("--beta", type=float, default=1.0, help="romem-hybrid: hybrid score + beta * S_kge")
+    parser.add_argument(
+        "--time-pool", type=int, default=memories.TIME_POOL, help="hybrid candidates the time constraint sees"
+    )
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument(
+        "--encoder-cache",
+        type=Path,
+        default=None,
+        help="a memory file of an earlier run (same encoder): its fact vectors are reused (accuracy runs)",
+    )
     parser.add_argument("--days-per-batch", type=int, default=1, help="daily sessions per add_sessions call")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument(

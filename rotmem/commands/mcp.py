@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from rotmem.commands.memory import ENCODER_HELP
+from rotmem.commands.serve import DEVICE_HELP
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--namespace", default="default", help="the namespace to serve (default: default)")
     p.add_argument("--encoder", default="minilm", help=ENCODER_HELP)
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument(
         "--extractor", default=None, metavar="MODULE:NAME", help="a FactExtractor for text-only sessions"
     )

@@ -58,13 +58,13 @@ def parse_fact(text: str) -> tuple[str, str, str]:
     return parts[0], parts[1], parts[2]
 
 
-def _encoder(name: str | None):
+def _encoder(name: str | None, device: str = "auto"):
     from rotmem.memory.encoder import HashingEncoder, SentenceEncoder, encoder_from_name
 
     if name is None:
         return None
     if name == "minilm":
-        return SentenceEncoder()
+        return SentenceEncoder(device=device)
     if name == "hashing":
         return HashingEncoder()
     return encoder_from_name(name)

@@ -13,6 +13,10 @@ from pathlib import Path
 
 from rotmem.commands.memory import ENCODER_HELP
 
+DEVICE_HELP = (
+    "where the text encoder runs: auto (default: the GPU when CUDA has one, else the CPU), cpu, cuda"
+)
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="the memory as an HTTP service (FastAPI): add, search, history, stats")
@@ -22,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8077, help="port (default 8077; 0: any free port)")
     p.add_argument("--encoder", default="minilm", help=ENCODER_HELP)
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument(
         "--extractor", default=None, metavar="MODULE:NAME", help="a FactExtractor for text-only sessions"
     )
@@ -44,8 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def build_pool(args: argparse.Namespace):
-    """The ``MemoryPool`` of ``--store``, ``--encoder``, ``--extractor`` (shared with ``rotmem mcp``)."""
+    """The ``MemoryPool`` of ``--store``, ``--encoder``, ``--device``, ``--extractor`` (shared with
+    ``rotmem mcp``)."""
     from rotmem.commands.memory import _encoder
+    from rotmem.memory.encoder import resolve_device
     from rotmem.memory.llm import load_plugin
     from rotmem.server.pool import MemoryPool
 
@@ -62,7 +69,8 @@ def build_pool(args: argparse.Namespace):
         import torch
 
         torch.set_num_threads(threads)
-    encoder = _encoder(args.encoder)
+    device = resolve_device(getattr(args, "device", "auto"))  # a bad value or no GPU: one line, exit 2
+    encoder = _encoder(args.encoder, device)
     encoder.encode(["warm up"])  # load the model before the first request (readiness)
     return MemoryPool(args.store, encoder, extractor, **options)
 

@@ -10,16 +10,26 @@ s0: Alice lives in Paris [historical]
 
 from rotmem.memory.encoder import HashingEncoder, SentenceEncoder, TextEncoder
 from rotmem.memory.online_fit import FitConfig
-from rotmem.memory.records import DuplicateSessionError, Passage, Record, Session, SessionResult
+from rotmem.memory.records import (
+    DuplicateSessionError,
+    ExtractedFact,
+    Passage,
+    Record,
+    Session,
+    SessionResult,
+)
 from rotmem.memory.relation_weights import DEFAULT_SYNONYMS, DEFAULT_WEIGHTS, RelationWeights
 from rotmem.memory.render import render
+from rotmem.memory.retrieval import BestMemory, render_in_source_order
 from rotmem.memory.tem_store import TEMStore
 from rotmem.memory.temporal_memory import TemporalMemory
 
 __all__ = [
+    "BestMemory",
     "DEFAULT_SYNONYMS",
     "DEFAULT_WEIGHTS",
     "DuplicateSessionError",
+    "ExtractedFact",
     "FitConfig",
     "HashingEncoder",
     "Passage",
@@ -32,4 +42,5 @@ __all__ = [
     "TemporalMemory",
     "TextEncoder",
     "render",
+    "render_in_source_order",
 ]

