@@ -23,6 +23,12 @@ class HistorySpec:
     causal: bool = False
     eval_splits: tuple[str, ...] = ("train",)
 
+    def __post_init__(self) -> None:  # lists (a YAML block) as tuples: specs compare and hash alike
+        for name in ("slot_windows", "pair_windows", "rule_windows", "eval_splits"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(value))
+
     def build(self, num_entities: int, num_relations: int, facts: torch.Tensor | None = None) -> FactHistory:
         """The history term for a model of these sizes, indexing ``facts`` when given."""
         return FactHistory(
