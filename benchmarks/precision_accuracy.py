@@ -31,7 +31,7 @@ from lightning_modules.kg_data import TemporalKGDataModule
 from lightning_modules.phase2 import Phase2Module
 from rotmem import load_dataset
 from rotmem.evaluation import evaluate_all
-from rotmem.models import RoMemComplEx
+from rotmem.models import HistorySpec, RoMemComplEx
 
 PRECISIONS = ("32-true", "tf32", "bf16-mixed")
 # the demo config's family (icews05-15-romem-complex-rules) at a rank the CPU trains in minutes
@@ -40,9 +40,9 @@ FAMILY = dict(
     init_scale=0.01,
     init_s=1.0,
     init_base=10000.0,
-    history_windows=[1, 3, 7, 30, 90, 365],
-    pair_windows=[1, 3, 7, 30],
-    rule_windows=[0, 1, 2, 3, 5, 7, 14, 30],
+)
+HISTORY = HistorySpec(
+    slot_windows=(1, 3, 7, 30, 90, 365), pair_windows=(1, 3, 7, 30), rule_windows=(0, 1, 2, 3, 5, 7, 14, 30)
 )
 
 
@@ -54,7 +54,12 @@ def train_and_evaluate(kg, precision: str, rank: int, epochs: int, accelerator: 
         data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=2 * rank, **FAMILY
     )
     module = Phase2Module(
-        family, regularizer="modulus3", regularizer_weight=1e-3, smoothness_weight=1.0, time_weight=0.0
+        family,
+        history=HISTORY,
+        regularizer="modulus3",
+        regularizer_weight=1e-3,
+        smoothness_weight=1.0,
+        time_weight=0.0,
     )
     trainer = pl.Trainer(
         max_epochs=epochs,

@@ -42,14 +42,12 @@ from lightning_modules.phase2 import Phase2Module
 from rotmem.data import TemporalKG
 from rotmem.host_syncs import HostSyncCounter
 from rotmem.losses import one_vs_all_loss
-from rotmem.models import RoMemComplEx
+from rotmem.models import HistorySpec, RoMemComplEx
 
 VARIANTS = ("counts-in-step", "counts-in-loader", "no-history")
 # the demo config's history (icews05-15-romem-complex-rules)
-HISTORY = dict(
-    history_windows=[1, 3, 7, 30, 90, 365],
-    pair_windows=[1, 3, 7, 30],
-    rule_windows=[0, 1, 2, 3, 5, 7, 14, 30],
+HISTORY = HistorySpec(
+    slot_windows=(1, 3, 7, 30, 90, 365), pair_windows=(1, 3, 7, 30), rule_windows=(0, 1, 2, 3, 5, 7, 14, 30)
 )
 COLUMNS = (
     "variant",
@@ -93,12 +91,14 @@ class StepTimer(pl.Callback):
 
 def make(variant: str, kg: TemporalKG, dim: int, batch: int) -> tuple[TemporalKGDataModule, Phase2Module]:
     data = TemporalKGDataModule(kg=kg, batch_size=batch, num_negative_times=0, drop_last=True)
-    history = {} if variant == "no-history" else HISTORY
+    history = None if variant == "no-history" else HISTORY
     torch.manual_seed(0)
     family = RoMemComplEx(
-        data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=dim, **history
+        data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=dim
     )
-    module = Phase2Module(family, regularizer="modulus3", regularizer_weight=1e-3, smoothness_weight=1.0)
+    module = Phase2Module(
+        family, history=history, regularizer="modulus3", regularizer_weight=1e-3, smoothness_weight=1.0
+    )
     return data, module
 
 

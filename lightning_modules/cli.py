@@ -30,25 +30,22 @@ add_instantiator(family_settings.build_family, TemporalKGE)
 
 
 class RoMemCLI(LightningCLI):
-    """Links the dataset's sizes and reference day into the model family's arguments; refuses the
-    old flat layout of the family's arguments, and any parse error, in one line."""
+    """Links the dataset's sizes and reference day into the model family's arguments; refuses any
+    parse error in one line."""
 
     def add_arguments_to_parser(self, parser) -> None:
         for name in family_settings.LINKED:
             parser.link_arguments(f"data.{name}", f"model.family.init_args.{name}", apply_on="instantiate")
 
     def parse_arguments(self, parser, args) -> None:
-        """LightningCLI's, after ``family_settings.check_no_flat_keys``; a parse error is a
-        ``UserInputError`` (one line, exit code 2) rather than the usage and the message."""
-        if isinstance(args, list):
-            family_settings.check_no_flat_keys(args)
+        """LightningCLI's; a parse error is a ``UserInputError`` (one line, exit code 2) rather than
+        the usage and the message."""
         with raising(parser):
             super().parse_arguments(parser, args)
 
     def _parse_ckpt_path(self) -> None:
         """``--ckpt_path FILE``'s saved model settings over the config's, as LightningCLI's, read as
-        ``rotmem.load_model`` reads a file (``check_ckpt_path``) and those of the old flat layout
-        upgraded (``family_settings.upgrade_hparams``)."""
+        ``rotmem.load_model`` reads a file (``check_ckpt_path``)."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if ckpt_path is None or ckpt_path in LIGHTNING_CKPT_NAMES or not Path(ckpt_path).is_file():
@@ -57,7 +54,6 @@ class RoMemCLI(LightningCLI):
         hparams.pop("_instantiator", None)
         if not hparams:
             return
-        hparams = family_settings.upgrade_hparams(hparams)
         for name in family_settings.LINKED:  # linked from the data module, not parsed
             hparams.get("family", {}).get("init_args", {}).pop(name, None)
         with raising(self.parser, f"{ckpt_path}: its saved model settings do not parse: "):

@@ -20,7 +20,7 @@ from rotmem.errors import BadSettingError
 from rotmem.evaluation.filters import FILTERS
 from rotmem.evaluation.ranking import DEFAULT_TIE, answer_filters, batch_ranks
 from rotmem.losses import Objective
-from rotmem.models import TemporalKGE
+from rotmem.models import HistorySpec, TemporalKGE
 from rotmem.models.checkpoint import check_digest, model_state
 from rotmem.models.digest import DIGEST_KEY, state_digest
 from rotmem.models.history import known_facts
@@ -39,10 +39,11 @@ class Phase2Module(pl.LightningModule):
     ``tau0`` and ``num_days`` into them), e.g. ``rotmem.models.RoMem`` (the paper's model: ``dim, k,
     backbone, speed, init_scale, init_s, init_base``), ``rotmem.models.TNTComplEx`` (``dim`` = ``2 ·
     rank``, ``init_scale``; its per-day table spans the training days from ``tau0``) or
-    ``rotmem.models.RoMemComplEx``. Every family takes the history term (``rotmem.models.history``:
-    ``history_windows``, ``pair_windows``, ``rule_windows``, ``history_causal``,
-    ``history_eval_splits``); its
-    history is the training split, indexed at setup, and the facts of ``history_eval_splits``
+    ``rotmem.models.RoMemComplEx``. ``history`` (a config's ``model.history`` block,
+    ``rotmem.models.HistorySpec``: ``slot_windows``, ``pair_windows``, ``rule_windows``, ``causal``,
+    ``eval_splits``) attaches the history term to the family (``TemporalKGE.attach_history``; a family
+    given with one attached keeps it); its
+    history is the training split, indexed at setup, and the facts of its ``eval_splits``
     while it is evaluated (``rotmem.models.history.known_facts``). This module's own arguments are
     the training's: the loss and its weights, the optimiser, ``gate_path`` (the pretrained gate a
     family with ``speed="gate"`` reads its per-relation speeds from, once) and ``entity_parallel``.
@@ -67,6 +68,7 @@ class Phase2Module(pl.LightningModule):
     def __init__(
         self,
         family: TemporalKGE,
+        history: HistorySpec | None = None,
         gate_path: str | None = None,
         loss: str = "1vsall",
         adversarial_temperature: float = 1.0,
@@ -107,11 +109,15 @@ class Phase2Module(pl.LightningModule):
             raise BadSettingError(
                 f"model.optimizer: unknown {optimizer!r}; expected one of {tuple(OPTIMIZERS)}"
             )
+        if history is not None:
+            try:
+                family.attach_history(history)
+            except ValueError as error:
+                raise BadSettingError(f"model.history: {error}") from None
         if entity_parallel and (loss != "1vsall" or family.history is not None):
             raise ValueError(
                 "entity_parallel=True trains the plain 1-vs-all loss only, without a history term "
-                f"(loss={loss!r}, history_windows={family.config.get('history_windows')!r}, "
-                f"pair_windows={family.config.get('pair_windows')!r})"
+                f"(loss={loss!r}, history={family.history is not None})"
             )
         if family.config.get("speed") == "gate" and not gate_path:
             raise BadSettingError(
@@ -119,8 +125,9 @@ class Phase2Module(pl.LightningModule):
             )
         gate_path = str(Path(gate_path).expanduser()) if gate_path else None
         # the model is saved as its class and arguments, never pickled (checkpoints load weights-only)
-        self.save_hyperparameters(ignore=["family"])
+        self.save_hyperparameters(ignore=["family", "history"])
         self.hparams.family = family_spec(family)
+        self.hparams.history = None if family.history is None else HistorySpec.of(family.history).as_dict()
         self.hparams.gate_path = gate_path
         self.model = family
         self.objective = Objective(regularizer, regularizer_weight, time_weight, smoothness_weight)

@@ -8,6 +8,7 @@ from rotmem.memory import BestMemory, ExtractedFact, HashingEncoder, render_in_s
 from rotmem.memory.online_fit import FitConfig
 from rotmem.memory.retrieval import preset_fit_config
 from rotmem.memory.temporal_memory import Query
+from rotmem.models import HistorySpec
 
 SESSIONS = [
     ("s1", "2023-05-08", [("Alice", "lives in", "Paris"), ("Bob", "works at", "Acme")]),
@@ -33,7 +34,7 @@ def objects(records) -> list[str]:
 
 
 def test_the_preset_is_the_documented_best_configuration(best: BestMemory) -> None:
-    windows = dict(history_windows=(1, 3, 7, 30, 90, 365), pair_windows=(1, 3, 7, 30))
+    windows = dict(history=HistorySpec(slot_windows=(1, 3, 7, 30, 90, 365), pair_windows=(1, 3, 7, 30)))
     assert best.fit_config == FitConfig(family="tntcomplex", epochs=10, batch_size=1024, dim=64, **windows)
     assert (best.beta, best.constrain, best.rerank, best.complete_slots) == (0.5, True, True, True)
     assert preset_fit_config(epochs=2) == FitConfig(

@@ -84,8 +84,8 @@ def test_fit_with_a_width_of_zero_through_the_console_script(tmp_path):
             "model.family (TNTComplEx): TNTComplEx needs dim >= 2",
         ),
         (
-            ["--model.family.init_args.rule_windows", "[0, 400]"],
-            "model.family (RoMem): rule_windows must be at most 365 days, got 400",
+            ["--model.history.rule_windows", "[0, 400]"],
+            "model.history: rule_windows must be at most 365 days, got 400",
         ),
     ],
 )

@@ -50,9 +50,8 @@ def test_a_packaged_overlay_is_its_base_plus_a_few_keys():
     assert day["trainer"]["logger"]["init_args"]["name"] == "icews05-15-romem-complex-day"
     tnt = yaml.safe_load(configs.resolve("icews05-15-tntcomplex-history-extrapolation").read_text())
     romem = yaml.safe_load(configs.resolve("icews05-15-romem-complex-extrapolation").read_text())
-    history = ("history_windows", "pair_windows", "history_causal", "history_eval_splits")
-    tnt, romem = tnt["model"]["family"]["init_args"], romem["model"]["family"]["init_args"]
-    assert {k: tnt[k] for k in history} == {k: romem[k] for k in history}
+    assert tnt["model"]["history"] == romem["model"]["history"]
+    assert romem["model"]["history"]["causal"] and "causal" not in romem["model"]["family"]["init_args"]
 
 
 def test_the_old_cpu_preset_name_is_an_alias():
@@ -107,6 +106,10 @@ def test_every_phase2_config_builds_and_trains_a_step(names, tiny_graph):
     assert any(not torch.equal(before[name], after[name]) for name in before)  # the step moved weights
     saved = cli.model.hparams["family"]  # the family's class and arguments, as the config gives them
     assert saved["class_path"] == family["class_path"] == class_path(type(cli.model.model))
-    for key in ("history_windows", "day_table", "dim"):
+    for key in ("day_table", "dim"):
         if key in family["init_args"]:
             assert saved["init_args"][key] == family["init_args"][key], key
+    history = merged["model"].get("history")  # the history block, built and attached once
+    assert (cli.model.model.history is None) == (history is None)
+    for key, value in (history or {}).items():
+        assert cli.model.hparams["history"][key] == value, key

@@ -15,7 +15,7 @@ from lightning_modules.phase2 import Phase2Module
 from rotmem import evaluate, load_model
 from rotmem.data import split_by_time, synthetic_kg
 from rotmem.data.temporal_kg import TemporalKG, date_of
-from rotmem.models import RoMemComplEx
+from rotmem.models import HistorySpec, RoMemComplEx
 from rotmem.models.history import BUFFERS, FactHistory, known_facts
 
 N, R, FIRST, DAYS = 8, 2, 1000, 30
@@ -60,7 +60,7 @@ def test_bad_eval_splits_are_refused(splits, causal, message):
 
 def model(eval_splits=("train",), causal=True, hold=False) -> RoMemComplEx:
     torch.manual_seed(0)
-    return RoMemComplEx(
+    family = RoMemComplEx(
         N,
         R,
         dim=8,
@@ -70,13 +70,10 @@ def model(eval_splits=("train",), causal=True, hold=False) -> RoMemComplEx:
         init_s=0.3,
         init_scale=0.5,
         day_table=True,
-        history_windows=(1, 7),
-        pair_windows=(2,),
-        history_causal=causal,
-        history_eval_splits=eval_splits,
         hold_rotation=hold,
-        facts=TRAIN,
     )
+    spec = HistorySpec(slot_windows=(1, 7), pair_windows=(2,), causal=causal, eval_splits=eval_splits)
+    return family.attach_history(spec, TRAIN)
 
 
 def kg() -> TemporalKG:
@@ -148,14 +145,13 @@ def test_a_fit_with_an_online_history_checkpoints_the_training_index(tmp_path):
         init_scale=0.1,
         init_s=0.01,
         day_table=True,
-        history_windows=[1, 30],
-        pair_windows=[7],
-        history_causal=True,
-        history_eval_splits=["train", "valid", "test"],
         hold_rotation=True,
     )
     module = Phase2Module(
         family,
+        history=HistorySpec(
+            slot_windows=(1, 30), pair_windows=(7,), causal=True, eval_splits=("train", "valid", "test")
+        ),
         regularizer="modulus3",
         regularizer_weight=1e-3,
         time_weight=0.0,

@@ -14,7 +14,7 @@ from lightning_modules.kg_data import TemporalKGDataModule
 from lightning_modules.phase2 import Phase2Module
 from rotmem.data import synthetic_kg
 from rotmem.errors import BadSettingError
-from rotmem.models import TNTComplEx
+from rotmem.models import HistorySpec, TNTComplEx
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +41,7 @@ def test_a_worker_makes_the_batches_and_their_history_counts(kg, tmp_path):
         tau0=data.tau0,
         num_days=data.num_days,
         dim=16,
-        history_windows=[1, 30],
-    )
+    ).attach_history(HistorySpec(slot_windows=(1, 30)))
     module = Phase2Module(family, regularizer="modulus3", regularizer_weight=1e-3)
     trainer = pl.Trainer(
         max_epochs=1,
@@ -95,8 +94,7 @@ def test_a_compiled_step_trains_as_the_eager_one(kg, tmp_path):
         torch.manual_seed(0)
         family = TNTComplEx(
             data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=16,
-            history_windows=[1, 30],
-        )  # fmt: skip
+        ).attach_history(HistorySpec(slot_windows=(1, 30)))  # fmt: skip
         module = Phase2Module(family, regularizer="modulus3", regularizer_weight=1e-3, compile_step=compiled)
         seen: list[float] = []
 

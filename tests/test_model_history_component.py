@@ -13,7 +13,8 @@ from lightning_modules.phase2 import Phase2Module
 from rotmem import load_model
 from rotmem.data import synthetic_kg
 from rotmem.losses import one_vs_all_loss
-from rotmem.models import RoMem, TNTComplEx
+from rotmem.models import HistorySpec, RoMem, TNTComplEx
+from rotmem.models.history import FactHistory
 
 N, R, DAYS, FIRST = 11, 3, 30, 1000
 FACTS = torch.tensor(
@@ -44,12 +45,11 @@ def make(history=(1, 7), pairs=(2,), causal=False, seed=0, rules=None) -> TNTCom
         tau0=FIRST,
         num_days=DAYS,
         init_scale=0.5,
-        history_windows=history,
-        pair_windows=pairs if history else None,
-        rule_windows=rules if history else None,
-        history_causal=causal,
-        facts=FACTS if history else None,
-    ).double()
+    )
+    if history:
+        spec = HistorySpec(slot_windows=history, pair_windows=pairs, rule_windows=rules, causal=causal)
+        model.attach_history(spec, FACTS)
+    model = model.double()
     if model.history is not None:
         with torch.no_grad():
             model.history.weight.normal_()
@@ -176,14 +176,22 @@ def test_the_history_zeroed_model_is_plain_tntcomplex():
     torch.testing.assert_close(one_vs_all_loss(with_history, FACTS), one_vs_all_loss(plain, FACTS))
 
 
-def test_any_family_takes_the_same_history_keys():
+def test_any_family_takes_the_same_history_and_a_save_file_rebuilds_it(tmp_path):
     torch.manual_seed(0)
-    model = RoMem(N, R, dim=8, k=1, tau0=FIRST, history_windows=[1, 7], pair_windows=[2], facts=FACTS)
-    assert model.config["history_windows"] == [1, 7] and model.config["pair_windows"] == [2]
+    spec = HistorySpec(slot_windows=(1, 7), pair_windows=(2,), rule_windows=(0, 3))
+    model = RoMem(N, R, dim=8, k=1, tau0=FIRST).attach_history(spec, FACTS)
+    assert HistorySpec.of(model.history) == spec and "history_windows" not in model.config
     h, r, t, day = FACTS[:3].unbind(1)
     assert (model.score(h, r, t, day) > model.embedding_score(h, r, t, day.double())).all()
-    with pytest.raises(ValueError, match="need a history"):
-        TNTComplEx(N, R, dim=8, history_causal=True)
+    model.set_vocabulary([f"e{i}" for i in range(N)], [f"r{i}" for i in range(R)])
+    model.save(str(tmp_path / "model.pt"))
+    loaded = load_model(tmp_path / "model.pt")
+    assert HistorySpec.of(loaded.history) == spec
+    torch.testing.assert_close(loaded.score(h, r, t, day), model.score(h, r, t, day), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="need causal=True"):
+        TNTComplEx(N, R, dim=8).attach_history(HistorySpec(slot_windows=(1,), eval_splits=("train", "test")))
+    with pytest.raises(ValueError, match="does not fit"):
+        TNTComplEx(N, R, dim=8).attach_history(FactHistory(N + 1, R, slot_windows=(1,)))
 
 
 @pytest.mark.slow
@@ -197,12 +205,10 @@ def test_phase2_trains_tntcomplex_with_history_and_the_checkpoint_reloads_it(tmp
         num_days=data.num_days,
         dim=16,
         init_scale=0.1,
-        history_windows=[1, 30],
-        pair_windows=[7],
-        rule_windows=[3, 30],
     )
     module = Phase2Module(
         family,
+        history=HistorySpec(slot_windows=(1, 30), pair_windows=(7,), rule_windows=(3, 30)),
         regularizer="modulus3",
         regularizer_weight=1e-3,
         time_weight=0.0,
@@ -225,7 +231,8 @@ def test_phase2_trains_tntcomplex_with_history_and_the_checkpoint_reloads_it(tmp
     assert not torch.equal(rules, torch.full_like(rules, -4.0))
     loaded = load_model(fit.checkpoint_callback.best_model_path)
     assert isinstance(loaded, TNTComplEx) and loaded.config["tau0"] == data.tau0
-    assert loaded.config["rule_windows"] == [3, 30]
+    assert HistorySpec.of(loaded.history) == HistorySpec.of(module.model.history)
+    assert module.hparams.history["rule_windows"] == [3, 30]
     h, r, _, day = kg.test[:40].unbind(1)
     expected = module.model.eval().score_tails(h, r, day.double())
     torch.testing.assert_close(loaded.score_tails(h, r, day.double()), expected, rtol=0, atol=0)

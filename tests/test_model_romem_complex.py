@@ -8,7 +8,7 @@ import torch
 
 from rotmem import load_model
 from rotmem.losses import one_vs_all_loss
-from rotmem.models import RoMemComplEx
+from rotmem.models import HistorySpec, RoMemComplEx
 from rotmem.models.history import FactHistory
 
 N, R, DAYS, FIRST = 11, 3, 30, 1000
@@ -41,10 +41,10 @@ def make(history=(1, 7), day_table=True, seed=0, pairs=(2,)) -> RoMemComplEx:
         init_s=0.3,
         init_scale=0.5,
         day_table=day_table,
-        history_windows=history,
-        pair_windows=pairs if history else None,
-        facts=FACTS,
-    ).double()
+    )
+    if history:
+        model.attach_history(HistorySpec(slot_windows=history, pair_windows=pairs), FACTS)
+    model = model.double()
     with torch.no_grad():
         if model.day is not None:
             model.day.normal_(0, 0.3)

@@ -12,7 +12,7 @@ import torch
 
 from rotmem.data import TemporalKG, day_of
 from rotmem.memory.online_fit import FitConfig, fit_model
-from rotmem.models import RoMem, TNTComplEx
+from rotmem.models import HistorySpec, RoMem, TNTComplEx
 
 # One slot per person whose city changes each year: the model must learn which city holds when.
 PEOPLE, CITIES, YEARS = 6, 4, range(2015, 2019)
@@ -94,19 +94,21 @@ def test_fit_with_history_term(family: str) -> None:
     # the accuracy work's history term over the fitted facts: with it, even a 4-wide TNTComplEx (which
     # alone gets about 0.6 of these in 30 epochs) reads who lives where from the memory's own facts
     kg = moving_kg()
-    config = FitConfig(family=family, dim=4, epochs=30, lr=0.2, batch_size=32, history_windows=(30, 90))
+    spec = HistorySpec(slot_windows=(30, 90))
+    config = FitConfig(family=family, history=spec, dim=4, epochs=30, lr=0.2, batch_size=32)
     model, loss = fit_model(kg, config)
-    assert model.history is not None and math.isfinite(loss)
-    assert model.config["history_windows"] == [30, 90] and model.config["pair_windows"] is None
+    assert math.isfinite(loss) and HistorySpec.of(model.history) == spec
     assert city_hits(model, kg) >= 0.95
 
 
 def test_fit_with_rule_counts_only() -> None:
     # the rule counts alone (no slot or pair windows) make a history of their own and train
     kg = moving_kg()
-    config = FitConfig(family="tntcomplex", dim=4, epochs=5, lr=0.2, batch_size=32, rule_windows=(0, 30))
+    config = FitConfig(
+        "tntcomplex", history=dict(rule_windows=(0, 30)), dim=4, epochs=5, lr=0.2, batch_size=32
+    )
     model, loss = fit_model(kg, config)
-    assert math.isfinite(loss) and model.config["rule_windows"] == [0, 30]
+    assert math.isfinite(loss) and HistorySpec.of(model.history) == HistorySpec(rule_windows=(0, 30))
     assert (
         model.history.weight.shape[1] == 0 and model.history.pair_relations.numel() == 2 * kg.train.shape[0]
     )

@@ -94,7 +94,8 @@ import rotmem.memory, rotmem.models
 assert RoMemComplEx is rotmem.models.RoMemComplEx and TNTComplEx is rotmem.models.TNTComplEx
 assert TEMStore is rotmem.memory.TEMStore and rotmem.TemporalMemory is rotmem.memory.TemporalMemory
 assert rotmem.load_model is rotmem.models.load_model and set(rotmem.__all__) <= set(dir(rotmem))
-model = rotmem.TNTComplEx(4, 2, dim=8, history_windows=[1], facts=torch.tensor([[0, 1, 2, 0]]))
+model = rotmem.TNTComplEx(4, 2, dim=8)
+model.attach_history(rotmem.models.HistorySpec(slot_windows=(1,)), torch.tensor([[0, 1, 2, 0]]))
 try:
     rotmem.nope
 except AttributeError as error:

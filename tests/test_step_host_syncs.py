@@ -13,10 +13,10 @@ from lightning_modules.kg_data import TemporalKGDataModule
 from rotmem.data import synthetic_kg
 from rotmem.host_syncs import HostSyncCounter, cpu_only
 from rotmem.losses import Objective, one_vs_all_loss
-from rotmem.models import RoMem, RoMemComplEx, TNTComplEx
+from rotmem.models import HistorySpec, RoMem, RoMemComplEx, TNTComplEx
 from rotmem.ops import backend
 
-HISTORY = dict(history_windows=[1, 30, 365], pair_windows=[7, 120], rule_windows=[0, 1, 7])
+HISTORY = HistorySpec(slot_windows=(1, 30, 365), pair_windows=(7, 120), rule_windows=(0, 1, 7))
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +31,9 @@ def families(kg):
     return {
         "romem": RoMem(n, r, tau0=tau0, dim=16, k=1, speed="learned"),
         "romem-complex+history": RoMemComplEx(
-            n, r, tau0=tau0, num_days=days, dim=16, day_table=True, **HISTORY
-        ),
-        "tntcomplex+history": TNTComplEx(n, r, tau0=tau0, num_days=days, dim=16, **HISTORY),
+            n, r, tau0=tau0, num_days=days, dim=16, day_table=True
+        ).attach_history(HISTORY),
+        "tntcomplex+history": TNTComplEx(n, r, tau0=tau0, num_days=days, dim=16).attach_history(HISTORY),
     }
 
 

@@ -11,7 +11,7 @@ from lightning_modules.phase2 import Phase2Module
 from rotmem import evaluate, load_model
 from rotmem.data import synthetic_kg
 from rotmem.losses import one_vs_all_loss, time_contrastive_loss
-from rotmem.models import RoMem, RoMemComplEx, TNTComplEx
+from rotmem.models import HistorySpec, RoMem, RoMemComplEx, TNTComplEx
 
 
 @pytest.fixture(scope="module")
@@ -151,9 +151,7 @@ def test_romem_complex_with_history_trains_and_reloads(tmp_path, small_kg):
         init_scale=0.1,
         init_s=0.01,
         day_table=True,
-        history_windows=[1, 30, 365],
-        pair_windows=[7],
-    )
+    ).attach_history(HistorySpec(slot_windows=(1, 30, 365), pair_windows=(7,)))
     module = Phase2Module(
         family,
         regularizer="modulus3",

@@ -17,7 +17,7 @@ from rotmem.errors import BadSettingError
 from rotmem.losses import Objective
 from rotmem.memory import FitConfig, HashingEncoder, TemporalMemory
 from rotmem.memory.online_fit import fit_model
-from rotmem.models import RoMemComplEx
+from rotmem.models import HistorySpec, RoMemComplEx
 from rotmem.training import TrainConfig, build_family, build_optimizer, fit, train_step
 
 
@@ -31,7 +31,7 @@ SPECS = {
     "romem-complex": {"class_path": "rotmem.models.RoMemComplEx", "init_args": {"dim": 8}},
     "tntcomplex": {"class_path": "tntcomplex", "init_args": {"dim": 8}},
 }
-HISTORY = {"class_path": "tntcomplex", "init_args": {"dim": 8, "history_windows": [30]}}
+SPECS["history"] = SPECS["tntcomplex"]  # with HistorySpec(slot_windows=(30,)) attached
 
 
 LIBRARY = os.path.dirname(rotmem.__file__) + os.sep
@@ -53,9 +53,9 @@ def refuse_outside_ops(read):
     return guarded
 
 
-@pytest.mark.parametrize("spec", [*SPECS.values(), HISTORY], ids=[*SPECS, "history"])
-def test_train_step_reads_nothing_back_to_the_host(kg, spec: dict, monkeypatch) -> None:
-    model = build_family(spec, kg)
+@pytest.mark.parametrize("name", list(SPECS))
+def test_train_step_reads_nothing_back_to_the_host(kg, name: str, monkeypatch) -> None:
+    model = build_family(SPECS[name], kg, HistorySpec(slot_windows=(30,)) if name == "history" else None)
     optimizer = build_optimizer(model.parameters(), "adagrad", 0.1)
     batch = {
         "facts": kg.train[:32],
@@ -90,9 +90,10 @@ def test_memory_fits_the_best_family() -> None:
     memory = TemporalMemory(encoder=HashingEncoder(64), verify=False)
     memory.add_session("s1", [("Ana", "lives in", "Lisbon")], date="2018-01-10")
     memory.add_session("s2", [("Ana", "lives in", "Porto")], date="2019-06-01")
-    stats = memory.fit(FitConfig("romem-complex", dim=8, epochs=2, history_windows=(30,)))
+    stats = memory.fit(FitConfig("romem-complex", history={"slot_windows": [30]}, dim=8, epochs=2))
     assert isinstance(memory.model, RoMemComplEx) and math.isfinite(stats["loss"])
-    assert memory.model.config["history_windows"] == [30] and memory.model.config["init_s"] == 0.001
+    assert HistorySpec.of(memory.model.history) == HistorySpec(slot_windows=(30,))
+    assert memory.model.config["init_s"] == 0.001
 
 
 def test_frozen_speeds_of_romem_complex(kg) -> None:

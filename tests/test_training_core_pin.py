@@ -18,10 +18,10 @@ from lightning_modules.kg_data import TemporalKGDataModule
 from lightning_modules.phase2 import Phase2Module
 from rotmem.data import synthetic_kg
 from rotmem.memory import FitConfig, HashingEncoder, TemporalMemory
-from rotmem.models import RoMem, RoMemComplEx, TNTComplEx
+from rotmem.models import HistorySpec, RoMem, RoMemComplEx, TNTComplEx
 
 RTOL = 1e-6
-HISTORY = dict(history_windows=[30, 365], pair_windows=[30])
+HISTORY = HistorySpec(slot_windows=(30, 365), pair_windows=(30,))
 
 
 @pytest.fixture(autouse=True)
@@ -46,13 +46,14 @@ class Losses(pl.Callback):
 
 
 def family(kg, data, name: str, history: bool):
-    extra = HISTORY if history else {}
     sizes = (data.num_entities, data.num_relations)
     if name == "romem":
-        return RoMem(*sizes, dim=16, k=1, speed="learned", init_s=0.01, tau0=data.tau0, **extra)
-    if name == "romem-complex":
-        return RoMemComplEx(*sizes, dim=16, tau0=data.tau0, num_days=data.num_days, **extra)
-    return TNTComplEx(*sizes, dim=16, tau0=data.tau0, num_days=data.num_days, **extra)
+        model = RoMem(*sizes, dim=16, k=1, speed="learned", init_s=0.01, tau0=data.tau0)
+    elif name == "romem-complex":
+        model = RoMemComplEx(*sizes, dim=16, tau0=data.tau0, num_days=data.num_days)
+    else:
+        model = TNTComplEx(*sizes, dim=16, tau0=data.tau0, num_days=data.num_days)
+    return model.attach_history(HISTORY) if history else model
 
 
 def phase2_losses(kg, name: str, history: bool, **module_args) -> list[float]:
@@ -114,5 +115,5 @@ MEMORY = {
 def test_memory_fit_loss_is_pinned(case: str) -> None:
     settings = dict(family=case.removesuffix("-history"))
     if case.endswith("-history"):
-        settings |= dict(history_windows=(30, 365), pair_windows=(30,))
+        settings |= dict(history=HISTORY)
     assert memory_loss(**settings) == pytest.approx(MEMORY[case], rel=RTOL)

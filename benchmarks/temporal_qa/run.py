@@ -131,10 +131,9 @@ class Setup:
 
 
 # --- ingestion ---------------------------------------------------------------------------------------
-def history_windows() -> dict[str, tuple[int, ...]]:
-    """The history term's windows of ``HISTORY_CONFIG`` (days), as ``FitConfig`` takes them."""
-    family = configs.load(configs.resolve(HISTORY_CONFIG))["model"]["family"]["init_args"]
-    return {key: tuple(family.get(key) or ()) for key in ("history_windows", "pair_windows")}
+def history_windows() -> dict[str, dict]:
+    """The history block of ``HISTORY_CONFIG``, as ``FitConfig`` takes it (``history=``)."""
+    return {"history": configs.load(configs.resolve(HISTORY_CONFIG))["model"]["history"]}
 
 
 def ingest(memory: TemporalMemory, facts: Sequence[tuple[str, str, str, int]], days_per_batch: int) -> dict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -20,9 +20,9 @@ import torch
 from rotmem.data import TemporalKG
 from rotmem.errors import BadSettingError
 from rotmem.losses import Objective
-from rotmem.models import RelationSpeed, TemporalKGE
+from rotmem.models import HistorySpec, RelationSpeed, TemporalKGE
 from rotmem.training import TrainConfig, build_family, fit
-from rotmem.training.family import HISTORY_KEYS, LINKED, class_path, family_class
+from rotmem.training.family import LINKED, class_path, family_class
 
 # a memory's defaults for each family, beside the family's own
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -32,18 +32,21 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 }
 # the discrete-time ablation trains without the time term, as it always has online
 OBJECTIVES = {"tntcomplex": Objective(time_weight=0.0)}
-LOOP_SETTINGS = {f.name for f in dataclasses.fields(TrainConfig)} - {"family", "objective"}
+LOOP_SETTINGS = {f.name for f in dataclasses.fields(TrainConfig)} - {"family", "history", "objective"}
 OBJECTIVE_SETTINGS = {f.name for f in dataclasses.fields(Objective)}
-NOT_FAMILY_SETTINGS = (*LINKED, "facts")
+NOT_FAMILY_SETTINGS = LINKED
 
 
-def FitConfig(family: str = "romem", **settings: Any) -> TrainConfig:
+def FitConfig(
+    family: str = "romem", history: HistorySpec | Mapping[str, Any] | None = None, **settings: Any
+) -> TrainConfig:
     """A ``TrainConfig`` for ``TemporalMemory.fit``: ``family`` (``romem``, ``romem-complex`` or
     ``tntcomplex``, or a class path) with a memory's defaults, then ``settings``: the loop's
     (``epochs``, ``lr``, ``batch_size``, ``seed``, ``threads``, ...: ``TrainConfig``'s), the objective's
     weights (``regularizer_weight``, ``time_weight``, ``smoothness_weight``) and the family's own
-    arguments (``dim``, ``init_s``, ``history_windows``, ...). An unknown setting is a
-    ``BadSettingError`` naming what the family takes."""
+    arguments (``dim``, ``init_s``, ...); ``history``: the history term (a ``HistorySpec`` or its
+    dict, a config's ``history:`` block; None: none). An unknown setting is a ``BadSettingError``
+    naming what the family takes."""
     cls = family_class(family)
     accepted = [name for name in inspect.signature(cls).parameters if name not in NOT_FAMILY_SETTINGS]
     unknown = sorted(set(settings) - LOOP_SETTINGS - OBJECTIVE_SETTINGS - set(accepted))
@@ -53,15 +56,15 @@ def FitConfig(family: str = "romem", **settings: Any) -> TrainConfig:
             f"{sorted(LOOP_SETTINGS)}, the objective {sorted(OBJECTIVE_SETTINGS)}, the family {accepted}"
         )
     init_args = DEFAULTS.get(cls.family, {}) | {k: v for k, v in settings.items() if k in accepted}
-    for key in HISTORY_KEYS:  # windows as the configs write them: a list, or None for none
-        if isinstance(init_args.get(key), Sequence):
-            init_args[key] = list(init_args[key]) or None
+    if isinstance(history, Mapping):
+        history = HistorySpec(**history)
     objective = dataclasses.replace(
         OBJECTIVES.get(cls.family, Objective()),
         **{k: v for k, v in settings.items() if k in OBJECTIVE_SETTINGS},
     )
     return TrainConfig(
         family={"class_path": class_path(cls), "init_args": init_args},
+        history=history,
         objective=objective,
         **{k: v for k, v in settings.items() if k in LOOP_SETTINGS},
     )
@@ -78,7 +81,7 @@ def fit_model(
         raise ValueError("no facts to fit")
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
-        model = build_family(config.family, kg)
+        model = build_family(config.family, kg, config.history)
         if alpha is not None and isinstance(getattr(model, "speed", None), RelationSpeed):
             model.speed = RelationSpeed(kg.num_relations, source="gate")  # frozen: the gate's table
             model.speed.set_speeds(alpha)

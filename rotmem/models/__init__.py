@@ -2,6 +2,7 @@
 
 from rotmem.models.base import TemporalKGE
 from rotmem.models.checkpoint import FAMILIES, build_model, load_model
+from rotmem.models.history_spec import HistorySpec
 from rotmem.models.romem import RoMem, complex_dims
 from rotmem.models.romem_complex import RoMemComplEx
 from rotmem.models.spectrum import TemporalSpectrum
@@ -10,6 +11,7 @@ from rotmem.models.tntcomplex import TNTComplEx
 
 __all__ = [
     "FAMILIES",
+    "HistorySpec",
     "RelationSpeed",
     "RoMem",
     "RoMemComplEx",

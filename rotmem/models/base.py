@@ -5,9 +5,9 @@ inner product with an entity row is that entity's score: ``f(h, r, t | tau) = <q
 likewise ``q_head`` for ``(?, r, t, tau)``. So the fused 1-vs-all cross-entropy, the evaluator and
 the inner-product index serve every family through the raw ``entity [N, 2n]`` table.
 
-Any family may add a history term (``rotmem.models.history``: counts of the known facts near the
-asked day, ``history_windows``, ``pair_windows``, ``rule_windows``, ``history_causal``,
-``history_eval_splits``): a sparse bias on top of the embedding score, ``f = <q, e> + H(h, r, t, τ)``,
+Any family may be given a history term (``attach_history``: a ``rotmem.models.history.FactHistory``,
+counts of the known facts near the asked day, or the ``HistorySpec`` that builds one): a sparse
+bias on top of the embedding score, ``f = <q, e> + H(h, r, t, τ)``,
 which this class adds in ``score``, ``score_tails`` and ``score_heads`` and the 1-vs-all loss reads
 from ``history_bias``.
 A family's own score is ``embedding_score``.
@@ -25,6 +25,7 @@ from rotmem import ops
 from rotmem.errors import UnknownNameError
 from rotmem.models.digest import DIGEST_KEY, state_digest
 from rotmem.models.history import FactHistory, HistoryCounts
+from rotmem.models.history_spec import HistorySpec
 
 
 def both_directions(facts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -48,9 +49,8 @@ def as_days(tau: torch.Tensor | float, like: torch.Tensor) -> torch.Tensor:
 
 class TemporalKGE(nn.Module):
     """Base class of the model families. Subclasses set ``family``, ``config`` (the constructor's
-    arguments), the ``entity [N, 2n]`` table, call ``add_history`` with their history arguments,
-    and implement ``_query``, ``embedding_score`` and ``regularizer``; ``time_regularizer`` is for
-    families with per-day tables."""
+    arguments) and the ``entity [N, 2n]`` table, and implement ``_query``, ``embedding_score`` and
+    ``regularizer``; ``time_regularizer`` is for families with per-day tables."""
 
     family: str = ""
     config: dict[str, Any]
@@ -62,47 +62,24 @@ class TemporalKGE(nn.Module):
         self.relations: list[str] | None = None
         self.history: FactHistory | None = None
 
-    def add_history(
-        self,
-        history_windows: Sequence[int] | None,
-        pair_windows: Sequence[int] | None,
-        history_causal: bool,
-        history_eval_splits: Sequence[str],
-        facts: torch.Tensor | None,
-        rule_windows: Sequence[int] | None = None,
-    ) -> None:
-        """The history term (``rotmem.models.history.FactHistory``) when any of its windows is set
-        (``history_windows`` the slot windows, ``pair_windows``, ``rule_windows``), indexing
-        ``facts``, the training split, when given: else at training setup, or from a checkpoint;
-        its arguments go into ``config`` (``rule_windows`` only when set). Call after ``config``
-        is set."""
-        windows = list(history_windows) if history_windows else None
-        pairs = list(pair_windows) if pair_windows else None
-        rules = list(rule_windows) if rule_windows else None
-        self.config.update(
-            history_windows=windows,
-            pair_windows=pairs,
-            history_causal=bool(history_causal),
-            history_eval_splits=list(history_eval_splits),
-        )
-        if rules:  # only when set: a config without rules reads as before they existed
-            self.config["rule_windows"] = rules
-        if windows or pairs or rules:
-            self.history = FactHistory(
-                self.num_entities,
-                self.num_relations,
-                windows,
-                pairs,
-                facts,
-                history_causal,
-                history_eval_splits,
-                rule_windows=rules,
-            )
-        elif history_causal or tuple(history_eval_splits) != ("train",):
+    def attach_history(
+        self, history: HistorySpec | FactHistory, facts: torch.Tensor | None = None
+    ) -> TemporalKGE:
+        """Give this model the history term ``history`` (a ``FactHistory`` of its sizes, or a
+        ``HistorySpec`` built here, indexing ``facts``, the training split, when given: else at
+        training setup, or from a checkpoint), moved to the model's device and float type. Returns
+        the model."""
+        if isinstance(history, HistorySpec):
+            history = history.build(self.num_entities, self.num_relations, facts)
+        elif facts is not None:
+            history.index(facts)
+        if (history.num_entities, history.num_relations) != (self.num_entities, self.num_relations):
             raise ValueError(
-                "history_causal and history_eval_splits need a history: set history_windows, pair_windows "
-                "or rule_windows"
+                f"a history of {history.num_entities} entities and {history.num_relations} relations "
+                f"does not fit the model's {self.num_entities} and {self.num_relations}"
             )
+        self.history = history.to(self.entity.device, self.entity.dtype)
+        return self
 
     @property
     def num_entities(self) -> int:
@@ -267,7 +244,8 @@ class TemporalKGE(nn.Module):
     def checkpoint_payload(self) -> dict[str, Any]:
         """What ``rotmem.load_model`` needs besides the state dict."""
         config = {"family": self.family, **self.config}
-        return {"config": config, "entities": self.entities, "relations": self.relations}
+        history = None if self.history is None else HistorySpec.of(self.history).as_dict()
+        return {"config": config, "history": history, "entities": self.entities, "relations": self.relations}
 
     def save(self, path: str) -> None:
         """Save weights, configuration, vocabulary and the weights' SHA-256 (``rotmem.models.digest``),

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from rotmem.errors import BadCheckpointError, InputFileNotFoundError, describe
 from rotmem.models.base import TemporalKGE
 from rotmem.models.digest import DIGEST_KEY, state_digest
+from rotmem.models.history_spec import HistorySpec
 from rotmem.models.romem import RoMem
 from rotmem.models.romem_complex import RoMemComplEx
 from rotmem.models.tntcomplex import TNTComplEx
@@ -33,16 +31,6 @@ def build_model(family: str, **config) -> TemporalKGE:
     return FAMILIES[family](**config)
 
 
-def family_arguments(family: str, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The entries of ``settings`` (every family's settings, as the old flat Phase-2 layout held
-    them: ``lightning_modules.family_settings.upgrade_hparams``) that ``family``'s constructor
-    takes; an unknown family is a ``ValueError``."""
-    if family not in FAMILIES:
-        raise ValueError(f"unknown model family {family!r}; expected one of {sorted(FAMILIES)}")
-    accepted = inspect.signature(FAMILIES[family]).parameters
-    return {name: value for name, value in settings.items() if name in accepted}
-
-
 def load_model(checkpoint_path: str | Path, map_location: str | torch.device = "cpu") -> TemporalKGE:
     """A trained model (``RoMem`` or another family) with its vocabulary, in eval mode.
 
@@ -54,10 +42,10 @@ def load_model(checkpoint_path: str | Path, map_location: str | torch.device = "
     checkpoint = read_checkpoint(path, map_location)
     payload, state = checkpoint["rotmem"], checkpoint["state_dict"]
     config = dict(payload["config"])
-    if "first_day" in config:  # TNTComplEx before it said tau0, as the other families do
-        config["tau0"] = config.pop("first_day")
     try:
         model = build_model(config.pop("family", RoMem.family), **config)
+        if payload.get("history"):  # its windows: the indexed facts come with the state dict
+            model.attach_history(HistorySpec(**payload["history"]))
     except (TypeError, ValueError) as error:  # a family or argument this version does not know
         raise BadCheckpointError(f"{path}: cannot build its model ({describe(error)})") from None
     state = model_state(state)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -35,8 +34,8 @@ class RoMem(TemporalKGE):
 
     Tables: ``entity [N, 2n]``, ``w [R, 2n]`` and, for the ChronoR backbone, ``w_hat [R, 2n]``
     (split-halves complex layout). Indices are int64 tensors; ``tau`` is days since 1970-01-01.
-    ``history_windows`` / ``pair_windows`` / ``rule_windows`` (with ``facts``, the training split)
-    add the history term any family can take (``TemporalKGE.add_history``); the paper's model has none.
+    The history term any family can take is attached after construction
+    (``TemporalKGE.attach_history``); the paper's model has none.
     """
 
     family = "romem"
@@ -53,12 +52,6 @@ class RoMem(TemporalKGE):
         tau0: float = 0.0,
         init_s: float = 1.0,
         init_base: float = 10000.0,
-        history_windows: Sequence[int] | None = None,
-        pair_windows: Sequence[int] | None = None,
-        rule_windows: Sequence[int] | None = None,
-        history_causal: bool = False,
-        history_eval_splits: Sequence[str] = ("train",),
-        facts: torch.Tensor | None = None,
     ):
         super().__init__()
         if backbone not in BACKBONES:
@@ -87,14 +80,6 @@ class RoMem(TemporalKGE):
         self.spectrum = TemporalSpectrum(self.n, tau0=tau0, init_s=init_s, init_base=init_base)
         self.speed = RelationSpeed(num_relations, source=speed)
         self._days_checked = False
-        self.add_history(
-            history_windows,
-            pair_windows,
-            history_causal,
-            history_eval_splits,
-            facts,
-            rule_windows=rule_windows,
-        )
 
     @property
     def tau0(self) -> float:

@@ -20,12 +20,11 @@ with reciprocal relations for head queries (as tkbc does):
   the range, the nearest end (as ``TNTComplEx.time_embedding``), kept smooth by
   ``time_regularizer``; with it the dynamic part can do what TNTComplEx's per-day table does, and
   past the range the rotation still turns;
-- ``H`` (``history_windows``, ``pair_windows``, ``rule_windows``): an optional term from the
+- ``H`` (``TemporalKGE.attach_history``, a ``HistorySpec``'s windows): an optional term from the
   training facts themselves (``rotmem.models.history``): how often ``(h, r, t)`` happened, and how
   often ``h`` and ``t`` interacted in any relation (and in each relation), within each window of
-  ``τ``; ``history_causal`` and
-  ``history_eval_splits`` make it count only earlier days and know later splits' facts at
-  evaluation (temporal extrapolation).
+  ``τ``; its ``causal`` and ``eval_splits`` make it count only earlier days and know later splits'
+  facts at evaluation (temporal extrapolation).
 
 ``hold_rotation``: past the training range the rotation stays where it was on the range's first or
 last day (as the day table and TNTComplEx's per-day table do) instead of turning on; without it a
@@ -33,8 +32,6 @@ day far past the range turns every frequency to a phase never trained.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -53,9 +50,7 @@ class RoMemComplEx(TwoPartComplEx):
     """RoMem's rotation on a ComplEx/TNT backbone (module docstring); ``dim = 2n`` real coordinates.
 
     Tables: ``entity [N, 2n]``, ``rel_static``, ``rel_dynamic [2R, 2n]``, optional ``day [days, 2n]``;
-    all normal init times ``init_scale``. ``facts`` (the training split) fills the history when
-    any of ``history_windows``, ``pair_windows``, ``rule_windows`` is set; a loaded model restores
-    it from its checkpoint.
+    all normal init times ``init_scale``.
     """
 
     family = "romem-complex"
@@ -72,13 +67,7 @@ class RoMemComplEx(TwoPartComplEx):
         init_base: float = 10000.0,
         init_scale: float = 1e-2,
         day_table: bool = False,
-        history_windows: Sequence[int] | None = None,
-        pair_windows: Sequence[int] | None = None,
-        rule_windows: Sequence[int] | None = None,
-        history_causal: bool = False,
-        history_eval_splits: Sequence[str] = ("train",),
         hold_rotation: bool = False,
-        facts: torch.Tensor | None = None,
     ):
         super().__init__()
         if dim < 2:
@@ -107,14 +96,6 @@ class RoMemComplEx(TwoPartComplEx):
         self.day = table(num_days) if day_table else None
         self.spectrum = TemporalSpectrum(self.n, tau0=tau0, init_s=init_s, init_base=init_base)
         self.speed = RelationSpeed(num_relations, source=speed)
-        self.add_history(
-            history_windows,
-            pair_windows,
-            history_causal,
-            history_eval_splits,
-            facts,
-            rule_windows=rule_windows,
-        )
 
     @property
     def tau0(self) -> float:

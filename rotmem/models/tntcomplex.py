@@ -11,13 +11,11 @@ or after the range reads the range's first or last day (tkbc has no rule: it onl
 has a row for). Days inside the range that no training fact has keep rows that only the
 smoothness penalty (``time_regularizer``) moves, towards their neighbours.
 
-``history_windows`` / ``pair_windows`` / ``rule_windows`` add the history term every family can take
-(``rotmem.models.history``; ``TemporalKGE.add_history``): ``f + H(h, r, t, τ)``.
+``TemporalKGE.attach_history`` adds the history term every family can take
+(``rotmem.models.history``): ``f + H(h, r, t, τ)``.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -35,8 +33,6 @@ class TNTComplEx(TwoPartComplEx):
 
     Tables: ``entity [N, 2n]``, ``rel_time [2R, 2n]`` (the part ``T(τ)`` modulates),
     ``rel_static [2R, 2n]``, ``time [days, 2n]``; normal init times ``init_scale`` (tkbc: 1e-2).
-    ``facts`` (the training split) fills the history when any of ``history_windows``,
-    ``pair_windows``, ``rule_windows`` is set; a loaded model restores it from its checkpoint.
     """
 
     family = "tntcomplex"
@@ -49,12 +45,6 @@ class TNTComplEx(TwoPartComplEx):
         tau0: float = 0.0,
         num_days: int = 1,
         init_scale: float = 1e-2,
-        history_windows: Sequence[int] | None = None,
-        pair_windows: Sequence[int] | None = None,
-        rule_windows: Sequence[int] | None = None,
-        history_causal: bool = False,
-        history_eval_splits: Sequence[str] = ("train",),
-        facts: torch.Tensor | None = None,
     ):
         super().__init__()
         if dim < 2 or num_days < 1:
@@ -77,14 +67,6 @@ class TNTComplEx(TwoPartComplEx):
         self.rel_static = table(2 * num_relations)
         self.time = table(num_days)
         self.tau0 = float(tau0)
-        self.add_history(
-            history_windows,
-            pair_windows,
-            history_causal,
-            history_eval_splits,
-            facts,
-            rule_windows=rule_windows,
-        )
 
     def time_embedding(self, tau: torch.Tensor) -> torch.Tensor:
         """``T(τ)`` for days ``tau [...]``: ``[..., 2n]``, interpolated between days, clamped to the

@@ -7,6 +7,7 @@ from typing import Any
 
 from rotmem.errors import BadSettingError
 from rotmem.losses import Objective
+from rotmem.models import HistorySpec
 from rotmem.training.optimizer import OPTIMIZERS
 
 
@@ -16,13 +17,16 @@ class TrainConfig:
 
     ``family``: ``{"class_path": "rotmem.models.RoMemComplEx", "init_args": {"dim": 64, ...}}``, as
     a config's ``model.family`` writes it (``rotmem.training.build_family`` links the data's sizes,
-    ``tau0`` and ``num_days``). ``objective``: the weights of the regularisers around the fit term.
+    ``tau0`` and ``num_days``). ``history``: the history term attached to it (``HistorySpec``, a
+    config's ``model.history``; None: none). ``objective``: the weights of the regularisers around
+    the fit term.
     ``sigma_years``: the time term's width; ``num_negative_times``: its negative days per fact.
     ``clip_norm``: the gradients' total norm is clipped to it (None: not clipped). ``threads``: torch
     CPU threads while training (restored afterwards; None keeps torch's).
     """
 
     family: dict[str, Any] = field(default_factory=lambda: {"class_path": "rotmem.models.RoMem"})
+    history: HistorySpec | None = None
     objective: Objective = field(default_factory=Objective)
     optimizer: str = "adagrad"
     lr: float = 0.1

@@ -10,9 +10,8 @@ from typing import Any
 
 from rotmem.data import TemporalKG
 from rotmem.errors import BadSettingError
-from rotmem.models import FAMILIES, TemporalKGE
+from rotmem.models import FAMILIES, HistorySpec, TemporalKGE
 
-HISTORY_KEYS = ("history_windows", "pair_windows", "rule_windows")
 # the arguments linked from the data, never set in a config
 LINKED = ("num_entities", "num_relations", "tau0", "num_days")
 
@@ -52,16 +51,15 @@ def linked_arguments(cls: type[TemporalKGE], kg: TemporalKG) -> dict[str, Any]:
     return {name: value for name, value in zip(LINKED, linked, strict=True) if name in accepted}
 
 
-def build_family(spec: Mapping[str, Any], kg: TemporalKG) -> TemporalKGE:
+def build_family(spec: Mapping[str, Any], kg: TemporalKG, history: HistorySpec | None = None) -> TemporalKGE:
     """A fresh model of ``spec`` for ``kg``: its class with ``init_args`` and the linked arguments,
-    the history term (if any) indexed over ``kg.train``, the vocabulary set."""
+    ``history`` (if any) attached and indexed over ``kg.train``, the vocabulary set."""
     cls = family_class(spec["class_path"])
-    init_args = dict(spec.get("init_args") or {})
-    if any(init_args.get(key) for key in HISTORY_KEYS):
-        init_args["facts"] = kg.train
     try:
-        model = cls(**linked_arguments(cls, kg), **init_args)
+        model = cls(**linked_arguments(cls, kg), **dict(spec.get("init_args") or {}))
     except TypeError as error:
         raise BadSettingError(f"family {cls.__name__}: {error}") from None
+    if history is not None:
+        model.attach_history(history, kg.train)
     model.set_vocabulary(kg.entities, kg.relations)
     return model

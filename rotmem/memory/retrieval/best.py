@@ -54,9 +54,8 @@ def preset_fit_config(**overrides: Any) -> FitConfig:
     ``icews05-15-tntcomplex-history``, 10 epochs, batch 1024, dim 64 (``overrides`` replace fields)."""
     from rotmem import configs
 
-    family = configs.load(configs.resolve(PRESET_CONFIG))["model"]["family"]["init_args"]
-    windows = {key: tuple(family.get(key) or ()) for key in ("history_windows", "pair_windows")}
-    settings = dict(family="tntcomplex", epochs=10, batch_size=1024, dim=64, **windows)
+    history = configs.load(configs.resolve(PRESET_CONFIG))["model"]["history"]
+    settings = dict(family="tntcomplex", history=history, epochs=10, batch_size=1024, dim=64)
     return FitConfig(**{**settings, **overrides})
 
 
