@@ -31,10 +31,12 @@ git archive HEAD | tar -x -C "$WORK"
     { tail -n 30 "$WORK/build.log"; echo ".ci/oldest_torch.sh: the build against torch $TORCH failed" >&2; exit 1; }
 echo "built against torch $TORCH in $((SECONDS - start)) s"
 
-# the op tests (every backend this machine runs: native per instruction set, Triton interpreted, the
-# reference, compile), as the main suite runs them
+# the op tests (every backend this machine runs: native per instruction set, the reference, compile),
+# as the main suite runs them; not Triton interpreted: torch 2.11's Triton 3.6 interpreter cannot run
+# the rank-count kernel's loop over a loaded bound (the main suite's Triton 3.9 does; the GPU compiles
+# it with 3.6, which .ci/cuda_compile.sh checks for sm_80 and sm_90)
 cd "$WORK"
-PYTHONPATH="$WORK" "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not slow" \
+PYTHONPATH="$WORK" "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not slow" -k "not triton-cpu" \
     tests/test_ops_rotate.py tests/test_ops_unrotated_query.py tests/test_ops_cross_entropy.py \
     tests/test_ops_linear_cross_entropy.py tests/test_ops_n3.py tests/test_ops_rank_counts.py \
     tests/test_ops_score_all.py tests/test_ops_id_ranges.py tests/test_ops_native_autograd.py \
