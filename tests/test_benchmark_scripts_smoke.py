@@ -69,6 +69,9 @@ def test_eval_speed_tiny(tmp_path):
     queries = 2 * len(load_dataset("synthetic").split("test"))
     assert all(int(r["queries"]) == queries and float(r["seconds"]) > 0 for r in rows)
     assert all("python -m benchmarks.eval_speed --data synthetic" in r["command"] for r in rows)
+    assert all(r["commit"] for r in rows)  # the runner's columns
+    markdown = out.with_suffix(".md").read_text()
+    assert "eager / fused" in markdown and markdown.count("| fused |") == 2
 
 
 @pytest.mark.slow

@@ -1,0 +1,66 @@
+"""``benchmarks.runner``: a spec's rows reach the CSV with their command and commit, the markdown table
+and the plot; a benchmark that measures nothing fails with a line that names it."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import pytest
+
+from benchmarks.runner import Benchmark, commit_of, markdown_table
+
+
+def _measure(args):
+    for i in range(args.n):
+        yield {"provider": f"p{i}", "ms": 1.5 * (i + 1)}
+    if args.n:
+        yield {"provider": "late", "ms": 9.0, "note": "a key only this row has"}
+
+
+def _spec(**extra) -> Benchmark:
+    return Benchmark(
+        "toy",
+        "A toy benchmark.\nIts details.",
+        _measure,
+        add_arguments=lambda parser: parser.add_argument("--n", type=int, default=2),
+        summarize=lambda rows: [f"rows: {len(rows)}"],
+        **extra,
+    )
+
+
+def test_rows_reach_the_csv_with_command_and_commit(tmp_path):
+    out = tmp_path / "toy.csv"
+    drawn = []
+    rows = _spec(plot=lambda rows, path: drawn.append((len(rows), path))).main(
+        ["--n", "3", "--out", str(out)]
+    )
+    with open(out, newline="") as handle:
+        written = list(csv.DictReader(handle))
+    assert [r["provider"] for r in written] == ["p0", "p1", "p2", "late"] == [r["provider"] for r in rows]
+    assert list(written[0]) == ["provider", "ms", "note", "command", "commit"]
+    assert written[3]["note"] == "a key only this row has" and written[0]["note"] == ""
+    assert written[0]["command"].endswith(
+        f"python -m benchmarks.toy --n 3 --out {out}"
+    )  # after OMP_NUM_THREADS=
+    assert re.fullmatch(r"[0-9a-f]{4,40}(\+dirty)?|unknown", written[0]["commit"])
+    markdown = out.with_suffix(".md").read_text()
+    assert "rows: 4" in markdown and "| p2 | 4.5 |" in markdown and "command" not in markdown.splitlines()[3]
+    assert drawn == [(4, out.with_suffix(".png"))]
+
+
+def test_no_plot_and_measuring_nothing(tmp_path):
+    drawn = []
+    _spec(plot=lambda rows, path: drawn.append(path)).main(["--out", str(tmp_path / "a.csv"), "--no-plot"])
+    assert drawn == []
+    with pytest.raises(SystemExit, match="benchmarks.toy: measured nothing"):
+        _spec().main(["--n", "0", "--out", str(tmp_path / "b.csv")])
+
+
+def test_markdown_table_escapes_and_rounds():
+    table = markdown_table([{"a": "x|y", "b": 0.123456}])
+    assert table.splitlines() == ["| a | b |", "| --- | --- |", "| x\\|y | 0.1235 |"]
+
+
+def test_commit_of_a_folder_outside_git(tmp_path):
+    assert commit_of(tmp_path) == "unknown"
