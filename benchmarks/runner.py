@@ -137,13 +137,13 @@ class Benchmark:
 
     def run(self, args: argparse.Namespace, command: str) -> list[Row]:
         """Measure, then write the CSV, its markdown and its plot; returns the rows."""
+        commit = commit_of()  # the code that measures, before any later checkout
         rows: list[Row] = []
         for row in self.measure(args):
             rows.append(row)
             print(", ".join(f"{k}={v}" for k, v in row.items()), flush=True)
         if not rows:
             raise SystemExit(f"benchmarks.{self.name}: measured nothing (check its options)")
-        commit = commit_of()
         write_csv(args.out, rows, command, commit)
         summary = self.summarize(rows) if self.summarize is not None else []
         columns = self.columns or header_of(rows)

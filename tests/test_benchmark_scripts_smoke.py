@@ -221,3 +221,18 @@ def test_precision_accuracy_tiny(tmp_path, icews):
     rows = read_rows(tmp_path / "precision_accuracy.csv")
     assert [r["precision"] for r in rows] == ["32-true", "bf16-mixed"]
     assert all(0 < float(r["time_aware_mrr"]) <= 1 and 0 < float(r["static_mrr"]) <= 1 for r in rows)
+
+
+@pytest.mark.slow
+def test_tune_accuracy_tiny(tmp_path):
+    """``tune_accuracy.py`` on the synthetic KG: the config's own settings are trial 0, every trial
+    has a row per epoch with its validation MRR, and a second call resumes the study from its journal."""
+    out = tmp_path / "study.csv"
+    args = ["-m", "benchmarks.tune_accuracy", "--data", "synthetic", "--epochs", "1", "--out", str(out)]
+    run_script(*args, "--trials", "2")
+    rows = read_rows(out)
+    assert [r["trial"] for r in rows] == ["0", "1"] and rows[0]["baseline"] == "True"
+    assert all(0 < float(r["valid_mrr"]) <= 1 and r["epoch"] == "1" for r in rows)
+    run_script(*args, "--trials", "1")
+    assert [r["trial"] for r in read_rows(out)] == ["0", "1", "2"]
+    assert "best: trial" in out.with_suffix(".md").read_text()

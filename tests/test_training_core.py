@@ -86,6 +86,26 @@ def test_fit_returns_one_mean_loss_per_epoch(kg) -> None:
     assert len(history) == 3 and history[-1] < history[0] and not model.training
 
 
+def test_fit_calls_on_epoch_and_stops_when_it_says(kg) -> None:
+    """``on_epoch`` sees each epoch's number and mean loss, in train mode; True stops the loop there,
+    and the epochs run before the stop equal a plain run's (same seed, same optimiser state)."""
+    config = TrainConfig(family=SPECS["romem-complex"], epochs=4, batch_size=64, lr=0.2)
+    seen: list[tuple[int, float, bool]] = []
+
+    def on_epoch(epoch: int, loss: float) -> bool:
+        seen.append((epoch, loss, model.training))
+        model.eval()  # a validation pass would leave it so; fit puts it back in train mode
+        return epoch == 2
+
+    torch.manual_seed(0)
+    model = build_family(config.family, kg)
+    stopped = fit(model, kg, config, on_epoch)
+    torch.manual_seed(0)
+    plain = fit(build_family(config.family, kg), kg, TrainConfig(**{**config.__dict__, "epochs": 2}))
+    assert stopped == plain and [(e, loss) for e, loss, _ in seen] == list(enumerate(plain, 1))
+    assert all(training for _, _, training in seen) and not model.training
+
+
 def test_memory_fits_the_best_family() -> None:
     memory = TemporalMemory(encoder=HashingEncoder(64), verify=False)
     memory.add_session("s1", [("Ana", "lives in", "Lisbon")], date="2018-01-10")
