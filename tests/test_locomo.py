@@ -20,7 +20,7 @@ from rotmem.data.locomo import (
     normalise_evidence,
     parse_session_date,
 )
-from rotmem.memory.locomo import observation_fact
+from benchmarks.locomo.adapters import observation_fact
 
 MINI = {
     "sample_id": "conv-x",

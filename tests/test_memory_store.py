@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rotmem.memory import DuplicateSessionError, HashingEncoder, Record, RelationWeights, Session, TEMStore
-from rotmem.memory.tem_store import fact_text
+from rotmem.memory.tem.store import fact_text
 from tests.postgres_server import new_namespace
 
 

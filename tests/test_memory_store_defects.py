@@ -18,7 +18,7 @@ import pytest
 
 from rotmem.cli import main
 from rotmem.memory import HashingEncoder, TemporalMemory, TEMStore
-from rotmem.memory.database import SCHEMA_VERSION, FactDatabase, MemoryDatabaseError
+from rotmem.memory.storage.sqlite import SCHEMA_VERSION, FactDatabase, MemoryDatabaseError
 from rotmem.memory.records import ExtractedFact
 
 

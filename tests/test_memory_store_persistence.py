@@ -113,7 +113,7 @@ def test_a_writer_killed_inside_a_transaction_loses_only_that_session(tmp_path):
     writer = run_writer(
         path,
         """
-        from rotmem.memory.database import FactDatabase
+        from rotmem.memory.storage.sqlite import FactDatabase
         original = FactDatabase.recompute_status
         def die_on_s3(self, keys):
             if self.count("sessions", "WHERE session_id = 's3'"):

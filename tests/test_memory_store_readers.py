@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rotmem.memory import HashingEncoder, TemporalMemory, TEMStore
-from rotmem.memory.database import SCHEMA_VERSION, MemoryDatabaseError
+from rotmem.memory.storage.sqlite import SCHEMA_VERSION, MemoryDatabaseError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,10 +6,10 @@ timed call. ``rank(question, vector) -> record ids``, best first, at most ``DEPT
 
 - ``dense``: cosine of MiniLM embeddings (the store's index), best first;
 - ``bm25``: BM25 over the fact sentences;
-- ``hybrid``: ``rotmem.memory.hybrid`` (dense + BM25 z-scores, plus a boost for facts dated inside an
+- ``hybrid``: ``rotmem.memory.retrieval.hybrid`` (dense + BM25 z-scores, plus a boost for facts dated inside an
   explicit span, or holding a time for a time-seeking question);
 - ``symbolic``: what an engineer would write without a model: the dense top ``POOL``, filtered by the
-  question's time constraint (``rotmem.memory.time_expressions``; "before"/"after" a span cut at its
+  question's time constraint (``rotmem.memory.temporal.time_expressions``; "before"/"after" a span cut at its
   first/last day, any other span keeps facts inside it) and sorted by date for "first" (earliest
   first), "last" and current-state questions ("these days", "now", "nowadays": latest first);
   ties and unsorted questions keep the dense order. It does not resolve event anchors ("After A, who
@@ -40,11 +40,11 @@ from collections.abc import Callable
 import numpy as np
 
 from rotmem.memory import BestMemory
-from rotmem.memory.hybrid import HybridRetriever
-from rotmem.memory.lexical import LexicalIndex
-from rotmem.memory.tem_store import fact_text
-from rotmem.memory.temporal_memory import TemporalMemory
-from rotmem.memory.time_expressions import QueryMode, query_mode
+from rotmem.memory.retrieval.hybrid import HybridRetriever
+from rotmem.memory.retrieval.lexical import LexicalIndex
+from rotmem.memory.tem.store import fact_text
+from rotmem.memory.temporal.memory import TemporalMemory
+from rotmem.memory.temporal.time_expressions import QueryMode, query_mode
 
 DEPTH = 10
 POOL = 50  # the symbolic baseline's dense pool: as many as TemporalMemory re-ranks

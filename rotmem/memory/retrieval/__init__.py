@@ -1,8 +1,8 @@
 """Retrieval over a memory: the hybrid (dense + BM25) retriever, BM25, the question's time
 constraint, and ``BestMemory``, which puts them together with RoMem's re-rank.
 
-- ``hybrid``: ``HybridRetriever``, ``Evidence``, ``render_evidence`` (``rotmem.memory.hybrid``);
-- ``lexical``: ``LexicalIndex`` (``rotmem.memory.lexical``);
+- ``hybrid``: ``HybridRetriever``, ``Evidence``, ``render_evidence`` (``rotmem.memory.retrieval.hybrid``);
+- ``lexical``: ``LexicalIndex`` (``rotmem.memory.retrieval.lexical``);
 - ``time_constraint``: ``parse_time_constraint`` -> ``TimeConstraint``;
 - ``constrain``: ``apply_constraint`` on scored ``Candidate``s;
 - ``best``: ``BestMemory`` (``BestMemory.preset``), ``render_in_source_order``.

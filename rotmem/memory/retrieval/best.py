@@ -33,15 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from rotmem.memory.hybrid import LEXICAL_WEIGHT, TIME_BOOST, Evidence, HybridRetriever
-from rotmem.memory.online_fit import FitConfig
+from rotmem.memory.retrieval.hybrid import LEXICAL_WEIGHT, TIME_BOOST, Evidence, HybridRetriever
+from rotmem.memory.temporal.fit import FitConfig
 from rotmem.memory.records import SessionResult
 from rotmem.memory.retrieval.constrain import Candidate, Slot, apply_constraint
 from rotmem.memory.retrieval.time_constraint import TimeConstraint, parse_time_constraint
-from rotmem.memory.tem_store import check_question
-from rotmem.memory.temporal_memory import Day, Query, TemporalMemory, TemporalRecord, render_timed
-from rotmem.memory.tense import asks_about_past
-from rotmem.memory.time_expressions import TimeQuery
+from rotmem.memory.tem.store import check_question
+from rotmem.memory.temporal.memory import Day, Query, TemporalMemory, TemporalRecord, render_timed
+from rotmem.memory.tem.tense import asks_about_past
+from rotmem.memory.temporal.time_expressions import TimeQuery
 
 BETA = 0.5  # the dev grid's best re-rank weight (docs/memory.md)
 POOL = 100  # hybrid candidates the re-rank and the constraint see
@@ -80,7 +80,7 @@ class BestMemory:
         complete_slots: hand the constraint every stored fact of the asked slot (relation and
             named entity), not only the pool's (``constrain``, step 5).
         present: read a question with no time constraint that does not ask about the past
-            (``rotmem.memory.tense.asks_about_past``) as asked "now": the current version of the
+            (``rotmem.memory.tem.tense.asks_about_past``) as asked "now": the current version of the
             asked slot first, and for such questions each TEM version group's current version
             before its ``[historical]`` ones (the service's setting; off by default, so the
             measured rows hold).

@@ -3,14 +3,14 @@
 Facts are the store's records plus their times: ``(h, r, t, t_happen, t_obs, source)`` with
 ``t_happen`` the day the fact became true, ``t_obs`` the day it was told (the session's date) and
 ``source`` the session id; all days are days since 1970-01-01. They live append-only in the table
-``temporal_facts`` of the store's own database (``rotmem.memory.database``: same file, same
+``temporal_facts`` of the store's own database (``rotmem.memory.storage.sqlite``: same file, same
 connection), keyed by the store's record id; each session's date goes to ``session_dates``. A
 session's records and their times are written in one transaction (the store's ``before_commit``
 hook): both land or neither does. Records written to the store directly (not through this class)
 have no times: they are ranked on similarity alone and left out of ``fit``.
 
 ``t_happen`` is given with a fact or read from the session text
-(``rotmem.memory.time_expressions.happened_day``). Without one, ``t_happen = t_obs``.
+(``rotmem.memory.temporal.time_expressions.happened_day``). Without one, ``t_happen = t_obs``.
 
 Facts may also come from an extractor (``rotmem.memory.llm.FactExtractor``, e.g. an LLM): a session
 added with ``facts=None`` and a ``text`` is handed to the memory's ``extractor``.
@@ -27,11 +27,11 @@ Read path for a question asked on day ``now``:
    comparable across questions. Before ``fit`` (or for a record whose strings the fitted model has
    not seen, or without times) ``S_kge = 0``.
 4. ``S_final = S_sem * (1 + alpha_g * S_kge)`` with ``alpha_g = 0.3``; the top ``k`` by ``S_final``
-   are returned in TEM's presentation order (``rotmem.memory.tense.present_order``): for a question
+   are returned in TEM's presentation order (``rotmem.memory.tem.tense.present_order``): for a question
    about the present, current versions before ``[historical]`` ones; for one naming a past time, the
    versions valid then first; for another past-tense question, source order.
 
-``fit`` is the online Phase 2 (``rotmem.memory.online_fit``): it builds an in-memory ``TemporalKG``
+``fit`` is the online Phase 2 (``rotmem.memory.temporal.fit``): it builds an in-memory ``TemporalKG``
 from the stored facts (each at its ``t_happen``) and trains a small RoMem through the training core
 (``rotmem.training``, plain torch, no Lightning; ``FitConfig("romem-complex")`` or any family
 instead, e.g. ``FitConfig("tntcomplex")``: per-day embeddings, the discrete-time ablation); the
@@ -51,14 +51,14 @@ import numpy as np
 import torch
 
 from rotmem.data import TemporalKG, date_of
-from rotmem.memory.database import FactDatabase, TimedFactRow
+from rotmem.memory.storage.sqlite import FactDatabase, TimedFactRow
 from rotmem.memory.llm import FactExtractor, Reader, extract_facts
-from rotmem.memory.online_fit import FitConfig, fit_model
+from rotmem.memory.temporal.fit import FitConfig, fit_model
 from rotmem.memory.records import ExtractedFact, Record, Session, SessionResult, ValidSession, check_day
 from rotmem.memory.render import render as render_items
-from rotmem.memory.tem_store import TEMStore, check_question
-from rotmem.memory.tense import present_order
-from rotmem.memory.time_expressions import QueryMode, TimeQuery, as_day, happened_day, query_mode
+from rotmem.memory.tem.store import TEMStore, check_question
+from rotmem.memory.tem.tense import present_order
+from rotmem.memory.temporal.time_expressions import QueryMode, TimeQuery, as_day, happened_day, query_mode
 from rotmem.models import RoMem
 from rotmem.training import TrainConfig
 

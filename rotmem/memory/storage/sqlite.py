@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rotmem.memory.sql_database import (  # noqa: F401  (re-exported: the rows live with the base)
+from rotmem.memory.storage.database import (  # noqa: F401  (re-exported: the rows live with the base)
     FACT_COLUMNS,
     PASSAGE_COLUMNS,
     SCHEMA_VERSION,
