@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from rotmem.memory import HashingEncoder
-from rotmem.memory.temporal.memory import Query, TemporalMemory
 from rotmem.memory.tem.tense import present_order
+from rotmem.memory.temporal.memory import Query, TemporalMemory
 
 WORDS = ["rome", "paris", "lisbon", "tea", "coffee", "chess", "nurse", "pilot"]
 

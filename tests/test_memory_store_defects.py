@@ -18,8 +18,8 @@ import pytest
 
 from rotmem.cli import main
 from rotmem.memory import HashingEncoder, TemporalMemory, TEMStore
-from rotmem.memory.storage.sqlite import SCHEMA_VERSION, FactDatabase, MemoryDatabaseError
 from rotmem.memory.records import ExtractedFact
+from rotmem.memory.storage.sqlite import SCHEMA_VERSION, FactDatabase, MemoryDatabaseError
 
 
 def digest(path: Path) -> str:

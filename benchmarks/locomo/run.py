@@ -47,12 +47,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks.locomo.adapters import add_conversation, session_input
 from rotmem.data.locomo import CATEGORIES, Conversation, load_locomo
 from rotmem.memory import HashingEncoder, SentenceEncoder, TemporalMemory, TEMStore
+from rotmem.memory.llm import Reader, load_reader
 from rotmem.memory.retrieval.hybrid import HybridRetriever, render_evidence
 from rotmem.memory.retrieval.lexical import LexicalIndex
-from rotmem.memory.llm import Reader, load_reader
-from benchmarks.locomo.adapters import add_conversation, session_input
 from rotmem.memory.temporal.fit import FitConfig
 from rotmem.training import TrainConfig
 

@@ -6,8 +6,8 @@ timed call. ``rank(question, vector) -> record ids``, best first, at most ``DEPT
 
 - ``dense``: cosine of MiniLM embeddings (the store's index), best first;
 - ``bm25``: BM25 over the fact sentences;
-- ``hybrid``: ``rotmem.memory.retrieval.hybrid`` (dense + BM25 z-scores, plus a boost for facts dated inside an
-  explicit span, or holding a time for a time-seeking question);
+- ``hybrid``: ``rotmem.memory.retrieval.hybrid`` (dense + BM25 z-scores, plus a boost for facts dated inside
+  an explicit span, or holding a time for a time-seeking question);
 - ``symbolic``: what an engineer would write without a model: the dense top ``POOL``, filtered by the
   question's time constraint (``rotmem.memory.temporal.time_expressions``; "before"/"after" a span cut at its
   first/last day, any other span keeps facts inside it) and sorted by date for "first" (earliest

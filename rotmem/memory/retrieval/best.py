@@ -33,14 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from rotmem.memory.retrieval.hybrid import LEXICAL_WEIGHT, TIME_BOOST, Evidence, HybridRetriever
-from rotmem.memory.temporal.fit import FitConfig
 from rotmem.memory.records import SessionResult
 from rotmem.memory.retrieval.constrain import Candidate, Slot, apply_constraint
+from rotmem.memory.retrieval.hybrid import LEXICAL_WEIGHT, TIME_BOOST, Evidence, HybridRetriever
 from rotmem.memory.retrieval.time_constraint import TimeConstraint, parse_time_constraint
 from rotmem.memory.tem.store import check_question
-from rotmem.memory.temporal.memory import Day, Query, TemporalMemory, TemporalRecord, render_timed
 from rotmem.memory.tem.tense import asks_about_past
+from rotmem.memory.temporal.fit import FitConfig
+from rotmem.memory.temporal.memory import Day, Query, TemporalMemory, TemporalRecord, render_timed
 from rotmem.memory.temporal.time_expressions import TimeQuery
 
 BETA = 0.5  # the dev grid's best re-rank weight (docs/memory.md)

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rotmem.data import date_of
-from rotmem.memory.retrieval.lexical import LexicalIndex
 from rotmem.memory.records import Passage, Record
+from rotmem.memory.retrieval.lexical import LexicalIndex
 from rotmem.memory.tem.store import FACT_KIND, TEMStore, fact_text
 from rotmem.memory.temporal.memory import Day, TemporalMemory
 from rotmem.memory.temporal.time_expressions import QueryMode, as_day, find_times, query_mode

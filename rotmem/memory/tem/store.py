@@ -49,16 +49,6 @@ from typing import Any
 import numpy as np
 
 from rotmem.index import InnerProductIndex, make_index
-from rotmem.memory.storage.open import open_database
-from rotmem.memory.storage.sqlite import (
-    FactRow,
-    PassageRow,
-    SessionRow,
-    StoredFact,
-    StoredPassage,
-    join_sources,
-    split_sources,
-)
 from rotmem.memory.embedding_cache import EmbeddingCache
 from rotmem.memory.encoder import SentenceEncoder, TextEncoder, encode_texts, encoder_from_name, encoder_name
 from rotmem.memory.records import (
@@ -70,9 +60,19 @@ from rotmem.memory.records import (
     SessionResult,
     ValidSession,
 )
-from rotmem.memory.tem.relation_weights import RelationWeights
 from rotmem.memory.render import render
 from rotmem.memory.storage.database import MemoryDatabase
+from rotmem.memory.storage.open import open_database
+from rotmem.memory.storage.sqlite import (
+    FactRow,
+    PassageRow,
+    SessionRow,
+    StoredFact,
+    StoredPassage,
+    join_sources,
+    split_sources,
+)
+from rotmem.memory.tem.relation_weights import RelationWeights
 from rotmem.memory.tem.tense import present_order
 from rotmem.memory.tem.verification import SessionText
 

@@ -51,13 +51,13 @@ import numpy as np
 import torch
 
 from rotmem.data import TemporalKG, date_of
-from rotmem.memory.storage.sqlite import FactDatabase, TimedFactRow
 from rotmem.memory.llm import FactExtractor, Reader, extract_facts
-from rotmem.memory.temporal.fit import FitConfig, fit_model
 from rotmem.memory.records import ExtractedFact, Record, Session, SessionResult, ValidSession, check_day
 from rotmem.memory.render import render as render_items
+from rotmem.memory.storage.sqlite import FactDatabase, TimedFactRow
 from rotmem.memory.tem.store import TEMStore, check_question
 from rotmem.memory.tem.tense import present_order
+from rotmem.memory.temporal.fit import FitConfig, fit_model
 from rotmem.memory.temporal.time_expressions import QueryMode, TimeQuery, as_day, happened_day, query_mode
 from rotmem.models import RoMem
 from rotmem.training import TrainConfig
