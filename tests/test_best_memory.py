@@ -7,7 +7,7 @@ import pytest
 from rotmem.memory import BestMemory, ExtractedFact, HashingEncoder, render_in_source_order
 from rotmem.memory.retrieval import preset_fit_config
 from rotmem.memory.temporal.fit import FitConfig
-from rotmem.memory.temporal.memory import Query
+from rotmem.memory.temporal.records import Query
 from rotmem.models import HistorySpec
 
 SESSIONS = [

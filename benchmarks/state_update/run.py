@@ -65,7 +65,8 @@ from rotmem.memory.llm import Reader, load_reader
 from rotmem.memory.records import Passage, Record
 from rotmem.memory.render import render
 from rotmem.memory.temporal.fit import FitConfig
-from rotmem.memory.temporal.memory import TemporalMemory, TemporalRecord
+from rotmem.memory.temporal.memory import TemporalMemory
+from rotmem.memory.temporal.records import TemporalRecord
 from rotmem.training import TrainConfig
 
 CONFIGS = ("naive-rag", "session-rag", "overwrite", "unmarked", "tem", "tem-dated", "romem")

@@ -97,7 +97,7 @@ def symbolic(memory: TemporalMemory, named_first: bool = False) -> Ranker:
 
     def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
         pool = sorted(memory.store.retrieve_vector(vector, POOL), key=lambda r: -(r.score or 0.0))
-        times = memory._times([r.id for r in pool])
+        times = memory.times([r.id for r in pool])
         day = {r.id: times[r.id][0] for r in pool if r.id in times}
         asked = query_mode(question, now)
         kept = pool

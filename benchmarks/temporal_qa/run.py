@@ -48,7 +48,8 @@ from rotmem import configs
 from rotmem.data import date_of, day_of, load_dataset
 from rotmem.memory import HashingEncoder, SentenceEncoder
 from rotmem.memory.temporal.fit import FitConfig
-from rotmem.memory.temporal.memory import TemporalFact, TemporalMemory
+from rotmem.memory.temporal.memory import TemporalMemory
+from rotmem.memory.temporal.records import TemporalFact
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "temporal_qa"
 SEEDS = {name: seed for name, (seed, _) in SPLITS.items()}

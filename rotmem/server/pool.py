@@ -25,13 +25,12 @@ from typing import Any
 import numpy as np
 
 from rotmem.memory import TemporalMemory
+from rotmem.memory.records import check_question
 from rotmem.memory.retrieval.best import BestMemory
-from rotmem.memory.storage.database import check_namespace
+from rotmem.memory.storage.database import MemoryDatabaseError, check_namespace
 from rotmem.memory.storage.open import is_postgres
-from rotmem.memory.storage.sqlite import MemoryDatabaseError
-from rotmem.memory.tem.store import check_question
 from rotmem.memory.tem.tense import present_order
-from rotmem.memory.temporal.memory import Query, TemporalRecord
+from rotmem.memory.temporal.records import Query, TemporalRecord
 from rotmem.server.batching import Batcher, ServiceEncoder
 
 RETRIEVERS = ("temporal", "best")

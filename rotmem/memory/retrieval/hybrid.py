@@ -37,8 +37,10 @@ import numpy as np
 from rotmem.data import date_of
 from rotmem.memory.records import Passage, Record
 from rotmem.memory.retrieval.lexical import LexicalIndex
-from rotmem.memory.tem.store import FACT_KIND, TEMStore, fact_text
-from rotmem.memory.temporal.memory import Day, TemporalMemory
+from rotmem.memory.tem.indexes import FACT_KIND
+from rotmem.memory.tem.store import TEMStore, fact_text
+from rotmem.memory.temporal.memory import TemporalMemory
+from rotmem.memory.temporal.records import Day
 from rotmem.memory.temporal.time_expressions import QueryMode, as_day, find_times, query_mode
 
 LEXICAL_WEIGHT = 0.5
@@ -110,7 +112,7 @@ class HybridRetriever:
         records = self.store.records()
         turns = self.store.passages("turn")
         dates = self.memory.session_dates() if self.memory is not None else {}
-        times = self.memory._times([r.id for r in records]) if self.memory is not None and records else {}
+        times = self.memory.times([r.id for r in records]) if self.memory is not None and records else {}
         unit_of: dict[object, int] = {}
         unit_turn: list[int] = []  # position in ``turns`` or -1
         unit_records: list[list[int]] = []

@@ -2,7 +2,7 @@
 
 ``open_database(location)``: ``postgresql://...`` / ``postgres://...`` (a libpq DSN) opens
 ``rotmem.memory.storage.postgres.PostgresDatabase`` in the given namespace (one schema per namespace);
-anything else is a SQLite file or ``":memory:"`` (``rotmem.memory.storage.sqlite.FactDatabase``),
+anything else is a SQLite file or ``":memory:"`` (``rotmem.memory.storage.sqlite.SQLiteDatabase``),
 which holds one namespace: the file itself.
 """
 
@@ -32,6 +32,6 @@ def open_database(
             f"namespace={namespace!r} is for a Postgres memory; a SQLite memory is one namespace: use "
             "one file per namespace"
         )
-    from rotmem.memory.storage.sqlite import FactDatabase
+    from rotmem.memory.storage.sqlite import SQLiteDatabase
 
-    return FactDatabase(str(location), synchronous=synchronous, read_only=read_only)
+    return SQLiteDatabase(str(location), synchronous=synchronous, read_only=read_only)
