@@ -64,6 +64,7 @@ from rotmem.memory.storage.writer import SessionWriter
 from rotmem.memory.tem import tables
 from rotmem.memory.tem.indexes import FACT_KIND, KindIndexes, NewRows
 from rotmem.memory.tem.relation_weights import RelationWeights
+from rotmem.memory.tem.session_rows import QueuedBatch, queue_sessions
 from rotmem.memory.tem.tense import present_order
 from rotmem.memory.tem.verification import SessionText
 
@@ -251,21 +252,16 @@ class TEMStore:
         parts += [encode_texts(self.encoder, passages, self.batch_size)] if passages else []
         vectors = np.concatenate(parts) if parts else None
         dim = self._check_dim(vectors)
-        results, facts_written, passages_written, others = self._write(
-            batch, spans, vectors, dim, before_commit
-        )
+        queued, others = self._write(batch, spans, vectors, dim, before_commit)
         self.indexes.add_rows(others)  # rows other processes committed before this batch
-        (fact_ids, relations), (passage_ids, kinds) = facts_written, passages_written
-        n_facts = len(fact_ids)
-        self.indexes.add_facts(
-            np.asarray(fact_ids, dtype=np.int64), relations, _vectors(vectors, range(n_facts))
-        )
+        n = len(queued.fact_ids)
+        fact_ids = np.asarray(queued.fact_ids, dtype=np.int64)
+        self.indexes.add_facts(fact_ids, queued.relations, _vectors(vectors, range(n)))
+        passage_vectors = _vectors(vectors, range(n, n + len(queued.kinds)))
         self.indexes.add_passages(
-            np.asarray(passage_ids, dtype=np.int64),
-            kinds,
-            _vectors(vectors, range(n_facts, n_facts + len(kinds))),
+            np.asarray(queued.passage_ids, dtype=np.int64), queued.kinds, passage_vectors
         )
-        return results
+        return queued.results
 
     def _spans(self, session: ValidSession) -> list[tuple[int, int] | None]:
         """Per fact: the object's span in the session text, or None (not found, or unchecked)."""
@@ -303,87 +299,23 @@ class TEMStore:
         vectors: np.ndarray | None,
         dim: int | None,
         before_commit: Callable[[SessionWriter, list[tuple[ValidSession, SessionResult]]], None] | None,
-    ) -> tuple[list[SessionResult], tuple[list[int], list[str]], tuple[list[int], list[str]], NewRows | None]:
-        """One transaction for the whole batch; returns the results, the ids and relations of the
-        facts written and the ids and kinds of the passages (``vectors`` holds the facts' rows
-        first, then the passages', in the same order) and the rows other processes committed
-        before it (read under the write lock, so none is missed)."""
-        results: list[SessionResult] = []
-        fact_ids: list[int] = []
-        relations: list[str] = []
-        passage_ids: list[int] = []
-        kinds: list[str] = []
-        touched: set[str] = set()
-        now = time.time()
-        n_facts = sum(len(session.facts) for session in batch)
+    ) -> tuple[QueuedBatch, NewRows | None]:
+        """One transaction for the whole batch (``session_rows.queue_sessions``); returns what was
+        written and the rows other processes committed before it (read under the write lock, so
+        none is missed)."""
         with self.db.transaction():
             writer = SessionWriter(self.db)
             others = self._read_new_rows()
-            next_index = tables.next_session_index(self.db)
-            fact_id, passage_id = self.db.next_id("facts"), self.db.next_id("passages")
-            for session, found in zip(batch, spans, strict=True):
-                index = next_index if session.session_index is None else session.session_index
-                next_index = max(next_index, index + 1)
-                writer.add(
-                    "sessions",
-                    session_id=session.session_id,
-                    session_index=index,
-                    text=session.text,
-                    created_at=now,
-                )
-                result = SessionResult(session.session_id, index)
-                for fact, span in zip(session.facts, found, strict=True):
-                    key = self.group_key(fact.subject, fact.relation)
-                    touched.add(key)
-                    start, end = span if span is not None else (None, None)
-                    writer.add(
-                        "facts",
-                        id=fact_id,
-                        subject=fact.subject,
-                        relation=fact.relation,
-                        object=fact.object,
-                        group_key=key,
-                        relation_type=self.weights.relation_type(fact.relation),
-                        session_id=session.session_id,
-                        session_index=index,
-                        span_start=start,
-                        span_end=end,
-                        created_at=now,
-                        vector=vectors[len(fact_ids)].tobytes(),
-                        source=tables.join_sources(fact.sources),
-                    )
-                    fact_ids.append(fact_id)
-                    relations.append(fact.relation)
-                    result.record_ids.append(fact_id)
-                    result.fact_ids.append(fact_id)
-                    result.verified.append(span is not None)
-                    fact_id += 1
-                for position, passage in enumerate(session.passages):
-                    writer.add(
-                        "passages",
-                        id=passage_id,
-                        kind=passage.kind,
-                        session_id=session.session_id,
-                        session_index=index,
-                        position=position,
-                        text=passage.text,
-                        created_at=now,
-                        vector=vectors[n_facts + len(passage_ids)].tobytes(),
-                        source=tables.join_sources(passage.sources),
-                    )
-                    passage_ids.append(passage_id)
-                    kinds.append(passage.kind)
-                    result.passage_ids.append(passage_id)
-                    passage_id += 1
-                results.append(result)
+            relation_type = self.weights.relation_type
+            queued = queue_sessions(writer, batch, spans, vectors, self.group_key, relation_type, time.time())
             if before_commit is not None:
-                before_commit(writer, list(zip(batch, results, strict=True)))
+                before_commit(writer, list(zip(batch, queued.results, strict=True)))
             writer.flush()
-            tables.recompute_status(self.db, touched)
+            tables.recompute_status(self.db, queued.touched)
             if dim is not None and self.db.get_meta("dim") is None:
                 self.db.set_meta("dim", str(dim))
                 self.db.set_meta("encoder", encoder_name(self.encoder))
-        return results, (fact_ids, relations), (passage_ids, kinds), others
+        return queued, others
 
     # --- reads ------------------------------------------------------------------------------
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -432,7 +364,7 @@ class TEMStore:
     def records_by_id(self, ids: Iterable[int]) -> dict[int, Record]:
         """The stored facts of ``ids`` (one query; ids not stored are left out), unscored."""
         rows = tables.fetch_facts(self.db, sorted(set(ids)))
-        return {i: self._record(row) for i, row in rows.items()}
+        return {i: tables.record_of(row, self.weights.weight(row.relation)) for i, row in rows.items()}
 
     def retrieve_turns(self, question: str, k: int = 5, kind: str | None = None) -> list[Passage]:
         """The top ``k`` side-store passages by cosine similarity, in source order.
@@ -454,7 +386,7 @@ class TEMStore:
             hits.extend((float(s), int(i)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0)
         hits = sorted(hits, reverse=True)[:k]
         rows = tables.fetch_passages(self.db, [i for _, i in hits])
-        passages = [_passage(rows[i], score) for score, i in hits]
+        passages = [tables.passage_of(rows[i], score) for score, i in hits]
         return sorted(passages, key=lambda p: (p.session_index, p.position, p.id))
 
     def records(self, subject: str | None = None, relation: str | None = None) -> list[Record]:
@@ -467,16 +399,16 @@ class TEMStore:
             rows = tables.list_facts(self.db, group_prefix=normalise_subject(subject) + GROUP_SEPARATOR)
         else:
             rows = tables.list_facts(self.db, group_key=self.group_key(subject, relation))
-        return [self._record(row) for row in rows]
+        return [tables.record_of(row, self.weights.weight(row.relation)) for row in rows]
 
     def record(self, record_id: int) -> Record | None:
         """One stored fact by id, or None when no fact has that id."""
         row = tables.fetch_facts(self.db, [int(record_id)]).get(int(record_id))
-        return None if row is None else self._record(row)
+        return None if row is None else tables.record_of(row, self.weights.weight(row.relation))
 
     def passages(self, kind: str | None = None) -> list[Passage]:
         """Stored turns and summaries in source order (``kind`` filters)."""
-        return [_passage(row, None) for row in tables.list_passages(self.db, kind)]
+        return [tables.passage_of(row, None) for row in tables.list_passages(self.db, kind)]
 
     def sessions(self) -> list[tuple[str, int, float]]:
         """``(session_id, session_index, created_at)`` in session order."""
@@ -496,23 +428,6 @@ class TEMStore:
         index = self.indexes.get(FACT_KIND)
         return 0 if index is None else len(index)
 
-    def _record(self, row: tables.StoredFact) -> Record:
-        return Record(
-            subject=row.subject,
-            relation=row.relation,
-            object=row.object,
-            session_id=row.session_id,
-            session_index=int(row.session_index),
-            historical=bool(row.historical),
-            score=None,
-            id=int(row.id),
-            relation_type=row.relation_type,
-            weight=self.weights.weight(row.relation),
-            span=None if row.span_start is None else (int(row.span_start), int(row.span_end)),
-            created_at=float(row.created_at),
-            sources=tables.split_sources(row.source),
-        )
-
     # --- lifetime ---------------------------------------------------------------------------
     def close(self) -> None:
         """Close the database (everything written is already committed)."""
@@ -523,19 +438,6 @@ class TEMStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _passage(row: tables.StoredPassage, score: float | None) -> Passage:
-    return Passage(
-        row.kind,
-        row.text,
-        row.session_id,
-        row.session_index,
-        row.position,
-        tables.split_sources(row.source),
-        score,
-        row.id,
-    )
 
 
 def _vectors(vectors: np.ndarray | None, rows: Sequence[int]) -> np.ndarray:

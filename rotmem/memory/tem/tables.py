@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from rotmem.memory.records import DuplicateSessionError
+from rotmem.memory.records import DuplicateSessionError, Passage, Record
 from rotmem.memory.storage.database import MemoryDatabase
 from rotmem.memory.storage.schema import Column, Table, register
 
@@ -125,6 +125,33 @@ def join_sources(sources: Sequence[str]) -> str | None:
 def split_sources(value: str | None) -> tuple[str, ...]:
     """Source ids from their stored form."""
     return tuple(value.split(SOURCE_SEPARATOR)) if value else ()
+
+
+def record_of(row: StoredFact, weight: float) -> Record:
+    """The ``Record`` of a stored fact (unscored), with its relation's ``weight``."""
+    return Record(
+        subject=row.subject,
+        relation=row.relation,
+        object=row.object,
+        session_id=row.session_id,
+        session_index=int(row.session_index),
+        historical=bool(row.historical),
+        score=None,
+        id=int(row.id),
+        relation_type=row.relation_type,
+        weight=weight,
+        span=None if row.span_start is None else (int(row.span_start), int(row.span_end)),
+        created_at=float(row.created_at),
+        sources=split_sources(row.source),
+    )
+
+
+def passage_of(row: StoredPassage, score: float | None) -> Passage:
+    """The ``Passage`` of a stored passage row, with ``score``."""
+    sources = split_sources(row.source)
+    return Passage(
+        row.kind, row.text, row.session_id, row.session_index, row.position, sources, score, row.id
+    )
 
 
 # --- reads ------------------------------------------------------------------------------------
