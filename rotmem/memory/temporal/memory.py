@@ -363,16 +363,16 @@ class TemporalMemory:
         self.scorer.use(model)
 
     def knowledge_graph(self) -> TemporalKG:
-        """The stored facts as a ``TemporalKG`` (``online_fit.knowledge_graph``)."""
+        """The stored facts as a ``TemporalKG`` (``rotmem.memory.temporal.fit.knowledge_graph``)."""
         return online_fit.knowledge_graph(self.facts())
 
     def relation_speeds(self, relations: Sequence[str]) -> torch.Tensor | None:
-        """``alpha [R]`` from ``speeds`` (``online_fit.relation_speeds``), or None for alpha = 1."""
+        """``alpha [R]`` from ``speeds`` (``temporal.fit.relation_speeds``), or None for alpha = 1."""
         return online_fit.relation_speeds(self.speeds, relations)
 
     def fit(self, config: TrainConfig | None = None) -> dict[str, float]:
         """Train RoMem (or ``config.family``, any family: ``FitConfig``) on the stored facts
-        (``online_fit.fit_model``, the training core, speeds frozen) and score with it from now
+        (``temporal.fit.fit_model``, the training core, speeds frozen) and score with it from now
         on; returns ``{"loss": last epoch's mean, "facts": number trained on}``. Without
         ``config``: ``FitConfig("romem")`` (100 epochs, batch 256), not the fit docs/memory.md
         measured best; ``BestMemory.preset`` carries that one
