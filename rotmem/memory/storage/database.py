@@ -92,10 +92,6 @@ class MemoryDatabase:
             rows += self.execute(f"SELECT {columns} FROM {table} WHERE id IN ({marks})", chunk)
         return rows
 
-    def max_id(self, table: str) -> int:
-        """The largest row id of ``table`` (-1 when empty)."""
-        return self.next_id(table) - 1
-
     def vectors(
         self, table: str, extra: str, dim: int, after_id: int = -1, upto_id: int | None = None
     ) -> tuple[np.ndarray, list[Any], np.ndarray]:
