@@ -98,7 +98,7 @@ def new_fact(rng: random.Random, sid: str) -> dict:
 
 
 def fact_texts(rows: list[tuple[str, str, str]]) -> list[str]:
-    from rotmem.memory.tem_store import fact_text
+    from rotmem.memory.tem.store import fact_text
 
     return [fact_text(*row) for row in rows]
 
@@ -142,7 +142,7 @@ def embed_once(texts: list[str], cache: Path) -> tuple[np.ndarray, str, float]:
 def encoder_curve(encoder, sizes, reps: int, device: str) -> list[dict]:
     """The encoder's sentences/s at each batch size: new questions and new facts (as the clients
     send them), the median of ``reps`` timed batches after a warm-up batch (module docs)."""
-    from rotmem.memory.tem_store import fact_text
+    from rotmem.memory.tem.store import fact_text
 
     rng = random.Random(1)
     makers = {
@@ -271,7 +271,7 @@ def run_prepare(args) -> None:
     if "postgres" in args.backends:
         dsn = postgres(work / "postgres")
         try:
-            from rotmem.memory.postgres import drop_namespace
+            from rotmem.memory.storage.postgres import drop_namespace
 
             drop_namespace(dsn, NAMESPACE)
             print(f"postgres preload: {preload(dsn, NAMESPACE, rows, vectors, name):.1f} s", flush=True)
@@ -487,7 +487,7 @@ async def load_then_kill(server: Server, token: str, kill_after: float, prefix: 
 
 
 def run_crash(args, store: str, backend: str, keys: Path, tokens: dict) -> list[dict]:
-    from rotmem.memory.postgres import drop_namespace
+    from rotmem.memory.storage.postgres import drop_namespace
 
     location = store if backend == "postgres" else str(Path(store) / f"{CRASH_NAMESPACE}.db")
     if backend == "postgres":

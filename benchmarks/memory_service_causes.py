@@ -62,7 +62,7 @@ def main() -> None:
     import torch
 
     from rotmem.memory import SentenceEncoder, TemporalMemory
-    from rotmem.memory.temporal_memory import Query
+    from rotmem.memory.temporal.records import Query
 
     torch.set_num_threads(1)
     source = Path(args.work) / "sqlite" / "load.db"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from rotmem.memory import BestMemory, ExtractedFact, HashingEncoder, render_in_source_order
-from rotmem.memory.online_fit import FitConfig
 from rotmem.memory.retrieval import preset_fit_config
-from rotmem.memory.temporal_memory import Query
+from rotmem.memory.temporal.fit import FitConfig
+from rotmem.memory.temporal.records import Query
 from rotmem.models import HistorySpec
 
 SESSIONS = [

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.locomo.adapters import observation_fact
 from rotmem.data import day_of
 from rotmem.data.locomo import (
     LocomoFormatError,
@@ -20,7 +21,6 @@ from rotmem.data.locomo import (
     normalise_evidence,
     parse_session_date,
 )
-from rotmem.memory.locomo import observation_fact
 
 MINI = {
     "sample_id": "conv-x",

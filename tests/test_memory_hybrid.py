@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from rotmem.memory import HashingEncoder, TemporalMemory, TEMStore
-from rotmem.memory.hybrid import HybridRetriever, render_evidence
-from rotmem.memory.lexical import LexicalIndex, tokenize
 from rotmem.memory.records import ExtractedFact
+from rotmem.memory.retrieval.hybrid import HybridRetriever, render_evidence
+from rotmem.memory.retrieval.lexical import LexicalIndex, tokenize
 
 pytest.importorskip("bm25s")
 

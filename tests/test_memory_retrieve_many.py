@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from rotmem.memory import HashingEncoder
-from rotmem.memory.temporal_memory import Query, TemporalMemory
-from rotmem.memory.tense import present_order
+from rotmem.memory.tem.tense import present_order
+from rotmem.memory.temporal.memory import TemporalMemory
+from rotmem.memory.temporal.records import Query
 
 WORDS = ["rome", "paris", "lisbon", "tea", "coffee", "chess", "nurse", "pilot"]
 

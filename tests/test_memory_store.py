@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from rotmem.memory import DuplicateSessionError, HashingEncoder, Record, RelationWeights, Session, TEMStore
-from rotmem.memory.tem_store import fact_text
+from rotmem.memory.tem.store import fact_text
+from rotmem.memory.temporal.tables import session_dates
 from tests.postgres_server import new_namespace
 
 
@@ -260,22 +261,21 @@ def test_without_faiss_the_torch_index_gives_the_same_answers(monkeypatch):
 
 
 def test_before_commit_writes_atomically_with_the_batch(store):
-    def extra(db, written):
-        db.insert_session_dates(
-            (session.session_id, 100.0 + result.fact_ids[0]) for session, result in written
-        )
+    def extra(writer, written):
+        for session, result in written:
+            writer.add("session_dates", session_id=session.session_id, t_obs=100.0 + result.fact_ids[0])
 
     store.add_sessions([Session("s1", [("Q", "lives in", "Quito")])], before_commit=extra)
-    assert store.db.session_dates() == {"s1": 100.0}
+    assert session_dates(store.db) == {"s1": 100.0}
 
-    def failing(db, written):
-        extra(db, written)
+    def failing(writer, written):
+        extra(writer, written)
         raise RuntimeError("layer above failed")
 
     with pytest.raises(RuntimeError, match="layer above failed"):
         store.add_sessions([Session("s2", [("Q", "lives in", "Lima")])], before_commit=failing)
     assert [s[0] for s in store.sessions()] == ["s1"] and len(store) == 1
-    assert store.db.session_dates() == {"s1": 100.0}
+    assert session_dates(store.db) == {"s1": 100.0}
     assert [r.historical for r in store.records("Q", "lives in")] == [False]
 
 

@@ -18,8 +18,10 @@ import pytest
 
 from rotmem.cli import main
 from rotmem.memory import HashingEncoder, TemporalMemory, TEMStore
-from rotmem.memory.database import SCHEMA_VERSION, FactDatabase, MemoryDatabaseError
 from rotmem.memory.records import ExtractedFact
+from rotmem.memory.storage.database import MemoryDatabaseError
+from rotmem.memory.storage.schema import SCHEMA_VERSION
+from rotmem.memory.storage.sqlite import SQLiteDatabase
 
 
 def digest(path: Path) -> str:
@@ -188,7 +190,7 @@ def _open_new_file(path: str, barrier, outcomes) -> None:
     """Runs in a forked child: wait for all the others, then open the (new) file."""
     barrier.wait()
     try:
-        FactDatabase(path).close()
+        SQLiteDatabase(path).close()
         outcomes.put("ok")
     except Exception as error:  # reported to the parent, which fails the test with it
         outcomes.put(repr(error))

@@ -113,13 +113,13 @@ def test_a_writer_killed_inside_a_transaction_loses_only_that_session(tmp_path):
     writer = run_writer(
         path,
         """
-        from rotmem.memory.database import FactDatabase
-        original = FactDatabase.recompute_status
-        def die_on_s3(self, keys):
-            if self.count("sessions", "WHERE session_id = 's3'"):
+        from rotmem.memory.tem import tables
+        original = tables.recompute_status
+        def die_on_s3(db, keys):
+            if db.count("sessions", "WHERE session_id = 's3'"):
                 os.kill(os.getpid(), signal.SIGKILL)  # rows of s3 are inserted, not committed
-            return original(self, keys)
-        FactDatabase.recompute_status = die_on_s3
+            return original(db, keys)
+        tables.recompute_status = die_on_s3
         for i in range(10):
             store.add_session(f"s{i}", facts(i), text=f"town{i} job{i} n{i}", turns=[f"turn {i}"])
             print(i, flush=True)

@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from rotmem.memory import HashingEncoder, TemporalMemory, TEMStore
-from rotmem.memory.database import MemoryDatabaseError
-from rotmem.memory.postgres import drop_namespace
+from rotmem.memory.storage.database import MemoryDatabaseError
+from rotmem.memory.storage.postgres import drop_namespace
 from tests.postgres_server import new_namespace
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from rotmem.memory import HashingEncoder, TemporalMemory, TEMStore
-from rotmem.memory.database import SCHEMA_VERSION, MemoryDatabaseError
+from rotmem.memory.storage.database import MemoryDatabaseError
+from rotmem.memory.storage.schema import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,7 +57,7 @@ def test_a_reader_that_writes_indexes_rows_committed_before_its_write(tmp_path):
     other.add_session("s2", [("bob", "works at", "globex")], turns=["bob: globex now"])
     other.close()
     reader.add_session("s3", [("bob", "likes", "tea")], turns=["bob: tea"])  # before any read: no refresh yet
-    assert reader._indexed_upto == {"facts": 2, "passages": 2}
+    assert reader.indexes.indexed_upto == {"facts": 2, "passages": 2}
     assert sorted(r.object for r in reader.retrieve("bob", k=10)) == ["acme", "globex", "tea"]
     assert [r.historical for r in reader.records("bob", "works at")] == [True, False]
     reader.close()

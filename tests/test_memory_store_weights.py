@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from rotmem.memory import HashingEncoder, Passage, Record, RelationWeights, render
 from rotmem.memory.encoder import encode_texts, encoder_from_name
-from rotmem.memory.relation_weights import normalise_relation
-from rotmem.memory.verification import SessionText, object_span
+from rotmem.memory.tem.relation_weights import normalise_relation
+from rotmem.memory.tem.verification import SessionText, object_span
 
 
 @pytest.mark.parametrize(

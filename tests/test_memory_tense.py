@@ -1,4 +1,4 @@
-"""TEM's presentation order for present- and past-tense questions (``rotmem.memory.tense``): after
+"""TEM's presentation order for present- and past-tense questions (``rotmem.memory.tem.tense``): after
 "Alice lives in Paris" (session 1) and "Alice lives in Berlin" (session 2) the current Berlin comes
 first for "where does Alice live", and the version valid at the asked time for a past question."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from rotmem.memory import HashingEncoder, TemporalMemory
-from rotmem.memory.tense import asks_about_past
-from rotmem.memory.time_expressions import TimeSpan, as_day
+from rotmem.memory.tem.tense import asks_about_past
+from rotmem.memory.temporal.time_expressions import TimeSpan, as_day
 
 
 @pytest.fixture

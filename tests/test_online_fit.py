@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rotmem.data import TemporalKG, day_of
-from rotmem.memory.online_fit import FitConfig, fit_model
+from rotmem.memory.temporal.fit import FitConfig, fit_model
 from rotmem.models import HistorySpec, RoMem, TNTComplEx
 
 # One slot per person whose city changes each year: the model must learn which city holds when.
@@ -73,7 +73,7 @@ def test_fit_runs_with_lightning_unimportable() -> None:
         for name in ("pytorch_lightning", "lightning", "lightning_modules"):
             sys.modules[name] = None  # import raises ImportError
         from rotmem.memory import HashingEncoder, TemporalMemory
-        from rotmem.memory.online_fit import FitConfig
+        from rotmem.memory.temporal.fit import FitConfig
         memory = TemporalMemory(encoder=HashingEncoder(64), verify=False)
         memory.add_session("s1", [("Ana", "lives in", "Lisbon")], date="2018-01-10")
         memory.add_session("s2", [("Ana", "lives in", "Porto")], date="2019-06-01")

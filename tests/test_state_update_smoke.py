@@ -12,7 +12,7 @@ from benchmarks.state_update import CONFIGS, Item, gold_labelled, gold_present, 
 from benchmarks.state_update.data import OCCUPATION, RESIDENCE, generate
 from benchmarks.state_update.reader import LabelAwareReader
 from rotmem.data import day_of
-from rotmem.memory.verification import object_span
+from rotmem.memory.tem.verification import object_span
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import torch
 
 from rotmem.data import day_of
 from rotmem.memory import HashingEncoder
-from rotmem.memory.online_fit import FitConfig
-from rotmem.memory.temporal_memory import ALPHA_G, TemporalMemory
-from rotmem.memory.time_expressions import happened_day
+from rotmem.memory.temporal.fit import FitConfig
+from rotmem.memory.temporal.memory import ALPHA_G, TemporalMemory
+from rotmem.memory.temporal.time_expressions import happened_day
 
 SESSIONS = [
     ("s1", "2018-01-10", "Ana: I live in Lisbon and I work as a nurse.", [("Ana", "lives in", "Lisbon"),

@@ -11,7 +11,7 @@ import pytest
 from benchmarks.temporal_qa.phrasings import PHRASINGS
 from benchmarks.temporal_qa.questions import COUNTS, GRANULARITIES, QUESTION_TYPES, generate, period
 from rotmem.data import day_of
-from rotmem.memory.time_expressions import extract_time
+from rotmem.memory.temporal.time_expressions import extract_time
 
 RELATIONS = ["Make a visit", "Criticize or denounce", "Consult", "Engage in negotiation"]
 WINDOW = (day_of("2012-01-01"), day_of("2012-12-31"))

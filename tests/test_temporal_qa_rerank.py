@@ -27,7 +27,7 @@ def test_symbolic_named_sorts_the_facts_naming_the_question_first() -> None:
     # two visits in 2012: the earliest of the pool is someone else's; the earliest naming Ana is Mar 1
     from benchmarks.temporal_qa.memories import symbolic
     from rotmem.memory import HashingEncoder
-    from rotmem.memory.temporal_memory import TemporalMemory
+    from rotmem.memory.temporal.memory import TemporalMemory
 
     memory = TemporalMemory(encoder=HashingEncoder(128), verify=False)
     memory.add_session("s1", [("Bo", "visit", "Oslo")], date="2012-01-10")

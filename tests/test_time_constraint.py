@@ -8,7 +8,7 @@ import pytest
 
 from rotmem.data import day_of
 from rotmem.memory.retrieval.time_constraint import EVER, TimeConstraint, parse_time_constraint
-from rotmem.memory.time_expressions import find_times
+from rotmem.memory.temporal.time_expressions import find_times
 
 NOW = "2013-01-01"
 

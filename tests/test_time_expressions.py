@@ -1,4 +1,4 @@
-"""Rule-based time expressions and query modes (rotmem.memory.time_expressions)."""
+"""Rule-based time expressions and query modes (rotmem.memory.temporal.time_expressions)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rotmem.data import date_of, day_of
-from rotmem.memory.time_expressions import (
+from rotmem.memory.temporal.time_expressions import (
     QueryMode,
     TimeSpan,
     as_day,

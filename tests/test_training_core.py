@@ -16,7 +16,7 @@ from rotmem.data import synthetic_kg
 from rotmem.errors import BadSettingError
 from rotmem.losses import Objective
 from rotmem.memory import FitConfig, HashingEncoder, TemporalMemory
-from rotmem.memory.online_fit import fit_model
+from rotmem.memory.temporal.fit import fit_model
 from rotmem.models import HistorySpec, RoMemComplEx
 from rotmem.training import TrainConfig, build_family, build_optimizer, fit, train_step
 

@@ -16,10 +16,10 @@ the question's embedding excluded (cached before timing).
 Configurations (one encoder, all-MiniLM-L6-v2, for all):
 
 - ``dense-turns``: MiniLM over the raw turns (``"speaker: text"``), ``TEMStore.retrieve_turns``;
-- ``bm25-turns``: BM25 over the same turns (``rotmem.memory.lexical``, bm25s);
+- ``bm25-turns``: BM25 over the same turns (``rotmem.memory.retrieval.lexical``, bm25s);
 - ``hybrid-turns``: both, z-score fusion (``HybridRetriever`` on a turns-only store);
 - ``tem-observations``: ``TEMStore.retrieve`` over LoCoMo's observations as facts (speaker as
-  subject, relation weights, version labels; ``rotmem.memory.locomo``);
+  subject, relation weights, version labels; ``benchmarks.locomo.adapters``);
 - ``temporal-observations``: ``TemporalMemory.retrieve`` on the same facts (session dates as
   ``t_obs``, time expressions for ``t_happen`` and query modes, ``S_final`` with RoMem fitted online);
 - ``rotmem-hybrid``: ``HybridRetriever`` over observations and turns (dense + BM25, grouped by
@@ -47,13 +47,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks.locomo.adapters import add_conversation, session_input
 from rotmem.data.locomo import CATEGORIES, Conversation, load_locomo
 from rotmem.memory import HashingEncoder, SentenceEncoder, TemporalMemory, TEMStore
-from rotmem.memory.hybrid import HybridRetriever, render_evidence
-from rotmem.memory.lexical import LexicalIndex
 from rotmem.memory.llm import Reader, load_reader
-from rotmem.memory.locomo import add_conversation, session_input
-from rotmem.memory.online_fit import FitConfig
+from rotmem.memory.retrieval.hybrid import HybridRetriever, render_evidence
+from rotmem.memory.retrieval.lexical import LexicalIndex
+from rotmem.memory.temporal.fit import FitConfig
 from rotmem.training import TrainConfig
 
 CONFIGS = (

@@ -7,7 +7,7 @@ restatements of unchanged values ("Still enjoying life in Porto") and small talk
 relations (``likes``, ``owns``), so a version group holds several records and retrieval has
 distractors. A move or a new job is often reported after the fact ("I moved to Porto two months
 ago"): its true day (``Fact.day``) is the session day minus that offset, which a time-aware memory
-can recover with ``rotmem.memory.time_expressions``.
+can recover with ``rotmem.memory.temporal.time_expressions``.
 
 Every session comes with its dialogue turns and the facts a perfect extractor would return from them
 (TEM uses a frozen LLM as the extractor; here the generator's own facts stand in for it), each

@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rotmem.memory.time_expressions import QueryMode, as_day, extract_time, query_mode
+from rotmem.memory.temporal.time_expressions import QueryMode, as_day, extract_time, query_mode
 
 READER_NAME = "label-aware rule reader (no LLM)"
 _HEADER = re.compile(r"^\[session (\d{4}-\d{2}-\d{2})\]")

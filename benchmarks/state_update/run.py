@@ -62,10 +62,11 @@ from benchmarks.state_update.data import QUESTION_TYPES, Question, StateUpdateBe
 from benchmarks.state_update.reader import READER_NAME, LabelAwareReader
 from rotmem.memory import HashingEncoder, SentenceEncoder
 from rotmem.memory.llm import Reader, load_reader
-from rotmem.memory.online_fit import FitConfig
 from rotmem.memory.records import Passage, Record
 from rotmem.memory.render import render
-from rotmem.memory.temporal_memory import TemporalMemory, TemporalRecord
+from rotmem.memory.temporal.fit import FitConfig
+from rotmem.memory.temporal.memory import TemporalMemory
+from rotmem.memory.temporal.records import TemporalRecord
 from rotmem.training import TrainConfig
 
 CONFIGS = ("naive-rag", "session-rag", "overwrite", "unmarked", "tem", "tem-dated", "romem")

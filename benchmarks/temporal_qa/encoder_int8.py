@@ -25,7 +25,7 @@ from benchmarks.harness import write_rows
 from rotmem.data import load_dataset
 from rotmem.gate.encoder import RelationEncoder
 from rotmem.memory.encoder import normalise_rows
-from rotmem.memory.tem_store import fact_text
+from rotmem.memory.tem.store import fact_text
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "temporal_qa"
 

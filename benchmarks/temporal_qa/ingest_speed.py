@@ -28,8 +28,8 @@ from pathlib import Path
 from benchmarks.harness import write_rows
 from rotmem.data import date_of, day_of, load_dataset
 from rotmem.memory import HashingEncoder, SentenceEncoder
-from rotmem.memory.tem_store import fact_text
-from rotmem.memory.temporal_memory import TemporalMemory
+from rotmem.memory.tem.store import fact_text
+from rotmem.memory.temporal.memory import TemporalMemory
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "temporal_qa"
 

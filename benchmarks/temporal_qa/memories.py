@@ -4,19 +4,11 @@ Every memory reads the same ``TemporalMemory`` (one ``TEMStore`` of fact sentenc
 tail"`` embedded once, with each fact's day); the question's embedding is computed once, outside the
 timed call. ``rank(question, vector) -> record ids``, best first, at most ``DEPTH``.
 
-- ``dense``: cosine of MiniLM embeddings (the store's index), best first;
-- ``bm25``: BM25 over the fact sentences;
-- ``hybrid``: ``rotmem.memory.hybrid`` (dense + BM25 z-scores, plus a boost for facts dated inside an
-  explicit span, or holding a time for a time-seeking question);
-- ``symbolic``: what an engineer would write without a model: the dense top ``POOL``, filtered by the
-  question's time constraint (``rotmem.memory.time_expressions``; "before"/"after" a span cut at its
-  first/last day, any other span keeps facts inside it) and sorted by date for "first" (earliest
-  first), "last" and current-state questions ("these days", "now", "nowadays": latest first);
-  ties and unsorted questions keep the dense order. It does not resolve event anchors ("After A, who
-  was the first ..." is sorted as "first", with no anchor); ``symbolic-named``: the same, with the
-  date sort among the facts that name an entity of the question first (string match);
-- ``tem``: TEM's read path (the dense top ``DEPTH`` by cosine x relation weight) with its labels
-  applied the way a reader would: current versions before ``[historical]`` ones, newest first;
+- ``dense``, ``bm25``, ``symbolic``, ``symbolic-named``, ``tem``: the library's baselines
+  (``rotmem.memory.retrieval.baselines``: dense cosine, BM25 over the fact sentences, the dense pool
+  filtered and sorted by the question's dates, TEM's labels applied as a reader would);
+- ``hybrid``: ``rotmem.memory.retrieval.hybrid`` (dense + BM25 z-scores, plus a boost for facts
+  dated inside an explicit span, or holding a time for a time-seeking question);
 - ``romem-gate``, ``romem-no-gate``, ``discrete``: ``TemporalMemory.retrieve`` (``S_sem · (1 + 0.3 ·
   S_kge)`` over the dense top 50) with RoMem fitted with gate speeds, with alpha = 1 for every
   relation, or TNTComplEx (per-day embeddings) fitted in RoMem's place; ``history``: TNTComplEx
@@ -34,50 +26,28 @@ timed call. ``rank(question, vector) -> record ids``, best first, at most ``DEPT
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-
 import numpy as np
 
 from rotmem.memory import BestMemory
-from rotmem.memory.hybrid import HybridRetriever
-from rotmem.memory.lexical import LexicalIndex
-from rotmem.memory.tem_store import fact_text
-from rotmem.memory.temporal_memory import TemporalMemory
-from rotmem.memory.time_expressions import QueryMode, query_mode
+from rotmem.memory.retrieval.baselines import DEPTH, POOL, Ranker, bm25, dense, symbolic, tem
+from rotmem.memory.retrieval.hybrid import HybridRetriever
+from rotmem.memory.temporal.memory import TemporalMemory
 
-DEPTH = 10
-POOL = 50  # the symbolic baseline's dense pool: as many as TemporalMemory re-ranks
+__all__ = [
+    "DEPTH",
+    "POOL",
+    "TIME_POOL",
+    "Ranker",
+    "best",
+    "bm25",
+    "dense",
+    "hybrid",
+    "symbolic",
+    "tem",
+    "temporal",
+]
+
 TIME_POOL = 100  # hybrid candidates the time constraint sees (BestMemory's default)
-
-Ranker = Callable[[str, np.ndarray, int], list[int]]  # (question, vector, asked-on day) -> record ids
-
-_CURRENT = re.compile(r"\b(?:these days|nowadays|now)\b", re.IGNORECASE)
-_FIRST = re.compile(r"\bfirst\b", re.IGNORECASE)
-_LAST = re.compile(r"\blast\b", re.IGNORECASE)
-
-
-def by_score(records) -> list[int]:
-    """Record ids by descending score (ties: older first, the store's source order)."""
-    return [r.id for r in sorted(records, key=lambda r: -(r.score or 0.0))]
-
-
-def dense(memory: TemporalMemory) -> Ranker:
-    return lambda question, vector, now: by_score(memory.store.retrieve_vector(vector, DEPTH))
-
-
-def bm25(memory: TemporalMemory) -> Ranker:
-    records = memory.store.records()
-    ids = np.asarray([r.id for r in records])
-    index = LexicalIndex([fact_text(r.subject, r.relation, r.object) for r in records])
-
-    def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
-        scores = index.scores(question)
-        top = np.argpartition(-scores, DEPTH)[:DEPTH] if len(scores) > DEPTH else np.arange(len(scores))
-        top = top[np.lexsort((top, -scores[top]))]
-        return ids[top].tolist()
-
-    return rank
 
 
 def hybrid(memory: TemporalMemory) -> Ranker:
@@ -86,48 +56,6 @@ def hybrid(memory: TemporalMemory) -> Ranker:
     def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
         units = retriever.ranked(question, DEPTH, vector=vector, now=now)
         return [r.id for unit in units for r in unit.records][:DEPTH]
-
-    return rank
-
-
-def symbolic(memory: TemporalMemory, named_first: bool = False) -> Ranker:
-    """The symbolic baseline (module docs); ``named_first``: the date sort puts the pool's facts that
-    name an entity of the question (its subject or object string, case-insensitive) first, so the
-    earliest fact is the asked slot's rather than the pool's (the rest follow, also by date)."""
-
-    def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
-        pool = sorted(memory.store.retrieve_vector(vector, POOL), key=lambda r: -(r.score or 0.0))
-        times = memory._times([r.id for r in pool])
-        day = {r.id: times[r.id][0] for r in pool if r.id in times}
-        asked = query_mode(question, now)
-        kept = pool
-        if asked.mode == QueryMode.EXPLICIT:
-            span, words = asked.span, question.lower()
-            if f"before {span.text.lower()}" in words:
-                keep = lambda d: d < span.start  # noqa: E731
-            elif f"after {span.text.lower()}" in words:
-                keep = lambda d: d > span.end  # noqa: E731
-            else:
-                keep = span.contains
-            kept = [r for r in pool if r.id in day and keep(day[r.id])] or pool
-        ids = [r.id for r in kept]
-        named: set[int] = set()
-        if named_first:
-            words = question.lower()
-            named = {r.id for r in kept if r.subject.lower() in words or r.object.lower() in words}
-        if _FIRST.search(question):  # without named_first every fact is in the same (second) tier
-            ids.sort(key=lambda i: (i not in named, day.get(i, np.inf)))
-        elif _LAST.search(question) or _CURRENT.search(question):
-            ids.sort(key=lambda i: (i not in named, -day.get(i, -np.inf)))
-        return ids[:DEPTH]
-
-    return rank
-
-
-def tem(memory: TemporalMemory) -> Ranker:
-    def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
-        records = memory.store.retrieve_vector(vector, DEPTH)
-        return [r.id for r in sorted(records, key=lambda r: (r.historical, -r.session_index, r.id))]
 
     return rank
 

@@ -22,7 +22,7 @@ multiple-answer questions are scored right). Types (MultiTQ's six plus one it la
 Time answers are strings ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD`` (the granularity) and match a fact's
 date by prefix. Time expressions take several surface forms ("in May 2010", "in May of 2010", "on 25
 June 2006", "on June 25, 2006", "before Jun 25th, 2006", "in 2008", "during 2008"); every generated
-expression is checked to resolve, with ``rotmem.memory.time_expressions``, to the span it means (a
+expression is checked to resolve, with ``rotmem.memory.temporal.time_expressions``, to the span it means (a
 question whose entity names spoil that, e.g. a name holding a year, is not kept).
 
 Questions are drawn from the facts of a window (``window``, e.g. the year 2012) and kept only when
@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 
 from benchmarks.temporal_qa.phrasings import PHRASINGS
 from rotmem.data import date_of, day_of
-from rotmem.memory.time_expressions import extract_time
+from rotmem.memory.temporal.time_expressions import extract_time
 
 QUESTION_TYPES = (
     "equal",

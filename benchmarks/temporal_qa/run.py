@@ -47,8 +47,9 @@ from benchmarks.temporal_qa.questions import SPLITS, Question, generate
 from rotmem import configs
 from rotmem.data import date_of, day_of, load_dataset
 from rotmem.memory import HashingEncoder, SentenceEncoder
-from rotmem.memory.online_fit import FitConfig
-from rotmem.memory.temporal_memory import TemporalFact, TemporalMemory
+from rotmem.memory.temporal.fit import FitConfig
+from rotmem.memory.temporal.memory import TemporalMemory
+from rotmem.memory.temporal.records import TemporalFact
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "temporal_qa"
 SEEDS = {name: seed for name, (seed, _) in SPLITS.items()}
@@ -112,7 +113,7 @@ class CachedEncoder:
         the window; the ingestion speed is then not a measurement. Returns the sentences held."""
         import sqlite3
 
-        from rotmem.memory.tem_store import fact_text
+        from rotmem.memory.tem.store import fact_text
 
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
             (name,) = db.execute("SELECT value FROM meta WHERE key = 'encoder'").fetchone()

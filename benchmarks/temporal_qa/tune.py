@@ -21,8 +21,8 @@ from pathlib import Path
 from benchmarks.temporal_qa import memories
 from benchmarks.temporal_qa.run import RESULTS, CachedEncoder, evaluate, ingest, load_setup, summarise
 from rotmem.memory import SentenceEncoder
-from rotmem.memory.online_fit import FitConfig
-from rotmem.memory.temporal_memory import TemporalMemory
+from rotmem.memory.temporal.fit import FitConfig
+from rotmem.memory.temporal.memory import TemporalMemory
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_mcp(args: argparse.Namespace) -> int:
     try:
         from rotmem.commands.serve import build_pool
-        from rotmem.memory.sql_database import check_namespace
+        from rotmem.memory.storage.database import check_namespace
         from rotmem.server.mcp_server import build_server
 
         namespace = check_namespace(args.namespace)

@@ -9,7 +9,6 @@ s0: Alice lives in Paris [historical]
 """
 
 from rotmem.memory.encoder import HashingEncoder, SentenceEncoder, TextEncoder
-from rotmem.memory.online_fit import FitConfig
 from rotmem.memory.records import (
     DuplicateSessionError,
     ExtractedFact,
@@ -18,11 +17,12 @@ from rotmem.memory.records import (
     Session,
     SessionResult,
 )
-from rotmem.memory.relation_weights import DEFAULT_SYNONYMS, DEFAULT_WEIGHTS, RelationWeights
 from rotmem.memory.render import render
 from rotmem.memory.retrieval import BestMemory, render_in_source_order
-from rotmem.memory.tem_store import TEMStore
-from rotmem.memory.temporal_memory import TemporalMemory
+from rotmem.memory.tem.relation_weights import DEFAULT_SYNONYMS, DEFAULT_WEIGHTS, RelationWeights
+from rotmem.memory.tem.store import TEMStore
+from rotmem.memory.temporal.fit import FitConfig
+from rotmem.memory.temporal.memory import TemporalMemory
 
 __all__ = [
     "BestMemory",

@@ -298,3 +298,9 @@ def check_session_id(session_id: Any) -> str:
     if not isinstance(session_id, str) or not session_id.strip():
         raise ValueError(f"session_id must be a non-empty string, got {session_id!r}")
     return session_id
+
+
+def check_question(question: Any) -> None:
+    """A ``ValueError`` unless ``question`` is a non-empty string."""
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError(f"question must be a non-empty string, got {question!r}")

@@ -46,8 +46,8 @@ from starlette.exceptions import HTTPException  # noqa: E402
 from rotmem.data import date_of  # noqa: E402
 from rotmem.memory.records import DuplicateSessionError, ExtractedFact, Record, check_day  # noqa: E402
 from rotmem.memory.render import render  # noqa: E402
-from rotmem.memory.tem_store import fact_text  # noqa: E402
-from rotmem.memory.temporal_memory import render_timed  # noqa: E402
+from rotmem.memory.tem.store import fact_text  # noqa: E402
+from rotmem.memory.temporal.records import render_timed  # noqa: E402
 from rotmem.server.batching import metrics_text  # noqa: E402
 from rotmem.server.keys import KeyRing  # noqa: E402
 from rotmem.server.pool import MemoryPool  # noqa: E402

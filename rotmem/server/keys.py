@@ -15,7 +15,7 @@ import os
 import secrets
 from pathlib import Path
 
-from rotmem.memory.sql_database import check_namespace
+from rotmem.memory.storage.database import check_namespace
 
 
 def token_hash(token: str) -> str:

@@ -23,9 +23,12 @@ require("mcp", "rotmem mcp")
 from mcp.server.mcpserver import MCPServer  # noqa: E402
 from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 
-from rotmem.memory.records import ExtractedFact, check_day  # noqa: E402
-from rotmem.memory.tem_store import check_question  # noqa: E402
-from rotmem.memory.temporal_memory import render_timed  # noqa: E402
+from rotmem.memory.records import (  # noqa: E402
+    ExtractedFact,
+    check_day,
+    check_question,  # noqa: E402
+)
+from rotmem.memory.temporal.records import render_timed  # noqa: E402
 from rotmem.server.pool import MemoryPool  # noqa: E402
 
 

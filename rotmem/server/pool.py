@@ -3,7 +3,7 @@ the ``BestMemory`` its searches go through (hybrid + the question's time constra
 which needs a fit: docs/memory.md, "The memory as a service").
 
 ``store`` is a directory (SQLite: one file ``<namespace>.db`` per namespace, created on the first
-write) or a Postgres DSN (one schema per namespace, ``rotmem.memory.postgres``). A store is not
+write) or a Postgres DSN (one schema per namespace, ``rotmem.memory.storage.postgres``). A store is not
 thread-safe, so every use of a namespace holds its lock; namespaces do not wait for each other.
 Searches are embedded outside the lock (``ServiceEncoder``, batched across namespaces) and the
 concurrent searches of one namespace run as one batch under its lock (``BestMemory.retrieve_many``:
@@ -25,13 +25,12 @@ from typing import Any
 import numpy as np
 
 from rotmem.memory import TemporalMemory
-from rotmem.memory.backends import is_postgres
-from rotmem.memory.database import MemoryDatabaseError
+from rotmem.memory.records import check_question
 from rotmem.memory.retrieval.best import BestMemory
-from rotmem.memory.sql_database import check_namespace
-from rotmem.memory.tem_store import check_question
-from rotmem.memory.temporal_memory import Query, TemporalRecord
-from rotmem.memory.tense import present_order
+from rotmem.memory.storage.database import MemoryDatabaseError, check_namespace
+from rotmem.memory.storage.open import is_postgres
+from rotmem.memory.tem.tense import present_order
+from rotmem.memory.temporal.records import Query, TemporalRecord
 from rotmem.server.batching import Batcher, ServiceEncoder
 
 RETRIEVERS = ("temporal", "best")
@@ -40,7 +39,7 @@ RETRIEVERS = ("temporal", "best")
 @dataclass(frozen=True)
 class SearchResult:
     """One search's records, best first (``BestMemory.retrieve``), the same records in TEM's
-    presentation order (``rotmem.memory.tense.present_order``: what the rendered evidence shows),
+    presentation order (``rotmem.memory.tem.tense.present_order``: what the rendered evidence shows),
     and the query mode (None when empty)."""
 
     records: list[TemporalRecord]
@@ -154,7 +153,7 @@ class MemoryPool:
         if namespace in self._tenants:
             return True
         if self.postgres:
-            from rotmem.memory.postgres import namespace_exists
+            from rotmem.memory.storage.postgres import namespace_exists
 
             return namespace_exists(self.store, namespace)
         return Path(self.path(namespace)).is_file()
@@ -213,7 +212,7 @@ class MemoryPool:
                     tenant.closed = True
                     tenant.memory.close()
             if self.postgres:
-                from rotmem.memory.postgres import drop_namespace
+                from rotmem.memory.storage.postgres import drop_namespace
 
                 return drop_namespace(self.store, namespace)
             existed = False
@@ -228,7 +227,7 @@ class MemoryPool:
         """None when the storage answers, else why not (one line)."""
         try:
             if self.postgres:
-                from rotmem.memory.postgres import namespace_exists
+                from rotmem.memory.storage.postgres import namespace_exists
 
                 namespace_exists(self.store, "readiness_probe")
             elif not Path(self.store).is_dir():

@@ -1,8 +1,10 @@
 """Retrieval over a memory: the hybrid (dense + BM25) retriever, BM25, the question's time
-constraint, and ``BestMemory``, which puts them together with RoMem's re-rank.
+constraint, ``BestMemory``, which puts them together with RoMem's re-rank, and the baselines
+they are compared against.
 
-- ``hybrid``: ``HybridRetriever``, ``Evidence``, ``render_evidence`` (``rotmem.memory.hybrid``);
-- ``lexical``: ``LexicalIndex`` (``rotmem.memory.lexical``);
+- ``hybrid``: ``HybridRetriever``, ``Evidence``, ``render_evidence``;
+- ``lexical``: ``LexicalIndex`` (BM25);
+- ``baselines``: ``dense``, ``bm25``, ``symbolic``, ``tem`` rankers;
 - ``time_constraint``: ``parse_time_constraint`` -> ``TimeConstraint``;
 - ``constrain``: ``apply_constraint`` on scored ``Candidate``s;
 - ``best``: ``BestMemory`` (``BestMemory.preset``), ``render_in_source_order``.

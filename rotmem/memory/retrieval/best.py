@@ -33,15 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from rotmem.memory.hybrid import LEXICAL_WEIGHT, TIME_BOOST, Evidence, HybridRetriever
-from rotmem.memory.online_fit import FitConfig
-from rotmem.memory.records import SessionResult
+from rotmem.memory.records import SessionResult, check_question
 from rotmem.memory.retrieval.constrain import Candidate, Slot, apply_constraint
+from rotmem.memory.retrieval.hybrid import LEXICAL_WEIGHT, TIME_BOOST, Evidence, HybridRetriever
 from rotmem.memory.retrieval.time_constraint import TimeConstraint, parse_time_constraint
-from rotmem.memory.tem_store import check_question
-from rotmem.memory.temporal_memory import Day, Query, TemporalMemory, TemporalRecord, render_timed
-from rotmem.memory.tense import asks_about_past
-from rotmem.memory.time_expressions import TimeQuery
+from rotmem.memory.tem.tense import asks_about_past
+from rotmem.memory.temporal.fit import FitConfig
+from rotmem.memory.temporal.memory import TemporalMemory
+from rotmem.memory.temporal.records import Day, Query, TemporalRecord, render_timed
+from rotmem.memory.temporal.time_expressions import TimeQuery
 
 BETA = 0.5  # the dev grid's best re-rank weight (docs/memory.md)
 POOL = 100  # hybrid candidates the re-rank and the constraint see
@@ -80,7 +80,7 @@ class BestMemory:
         complete_slots: hand the constraint every stored fact of the asked slot (relation and
             named entity), not only the pool's (``constrain``, step 5).
         present: read a question with no time constraint that does not ask about the past
-            (``rotmem.memory.tense.asks_about_past``) as asked "now": the current version of the
+            (``rotmem.memory.tem.tense.asks_about_past``) as asked "now": the current version of the
             asked slot first, and for such questions each TEM version group's current version
             before its ``[historical]`` ones (the service's setting; off by default, so the
             measured rows hold).
@@ -220,7 +220,7 @@ class BestMemory:
         records = [r for r, _ in seen.values()]
         if not records:
             return []
-        times = self.memory._times([r.id for r in records])
+        times = self.memory.times([r.id for r in records])
         taus = self.memory._taus_at(records, tq, now_day, times)
         kge = (
             self.memory.temporal_scores(records, taus) if self.rerank and self.beta else [None] * len(records)
@@ -238,7 +238,7 @@ class BestMemory:
             ordered = self._current_first(ordered)
         streams = dict(zip(seen, zip(kge, taus, strict=True), strict=True))
         added = [c.record.id for c in ordered[:k] if c.record.id not in times]  # completed slot facts
-        times.update(self.memory._times(added) if added else {})
+        times.update(self.memory.times(added) if added else {})
         out = []
         for c in ordered[:k]:
             g, tau = streams.get(c.record.id, (None, None))
@@ -284,7 +284,7 @@ class BestMemory:
         records = self.memory.store.records_by_id(ids) if ids else {}
         if obj is not None and subject is not None:
             records = {i: r for i, r in records.items() if r.object == obj}
-        times = self.memory._times(list(records)) if records else {}
+        times = self.memory.times(list(records)) if records else {}
         return [Candidate(r, times[i][0] if i in times else None, score) for i, r in records.items()]
 
     def _event_day(self, constraint: TimeConstraint, now_day: float) -> float | None:
@@ -293,7 +293,7 @@ class BestMemory:
             return None
         for unit in self.hybrid.ranked(constraint.anchor, 1, now=now_day):
             ids = [r.id for r in unit.records]
-            times = self.memory._times(ids) if ids else {}
+            times = self.memory.times(ids) if ids else {}
             days = [times[i][0] for i in ids if i in times]
             if days:
                 return days[0]

@@ -1,4 +1,4 @@
-"""The time constraint a question states, read with ``rotmem.memory.time_expressions``.
+"""The time constraint a question states, read with ``rotmem.memory.temporal.time_expressions``.
 
 A :class:`TimeConstraint` says which facts the question can be about and in what order to read them:
 
@@ -30,7 +30,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from rotmem.memory.time_expressions import TimeSpan, as_day, find_times
+from rotmem.memory.temporal.time_expressions import TimeSpan, as_day, find_times
 
 Window = tuple[float, float]
 EVER: Window = (-math.inf, math.inf)

@@ -5,14 +5,17 @@ train through the training core (``rotmem.training.fit``: a plain torch loop, no
 model family. ``FitConfig`` gives a ``TrainConfig`` with a memory's defaults: a memory holds a few
 years of facts, so RoMem's rotation starts slow (``init_s = 0.001`` rad/day: the fastest component
 turns once in about 17 years) and the model is small. The relation speeds stay frozen (alpha = 1,
-or a per-relation table: the "gate" speed source).
+or a per-relation table: the "gate" speed source). ``knowledge_graph`` builds that graph from the
+timed facts; ``relation_speeds`` reads the speeds a memory was given.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,6 +23,7 @@ import torch
 from rotmem.data import TemporalKG
 from rotmem.errors import BadSettingError
 from rotmem.losses import Objective
+from rotmem.memory.temporal.records import TemporalFact
 from rotmem.models import HistorySpec, RelationSpeed, TemporalKGE
 from rotmem.training import TrainConfig, build_family, fit
 from rotmem.training.family import LINKED, class_path, family_class
@@ -88,3 +92,37 @@ def fit_model(
             model.config["speed"] = "gate"
         history = fit(model, kg, config)
     return model, history[-1] if history else float("nan")
+
+
+def knowledge_graph(facts: Sequence[TemporalFact]) -> TemporalKG:
+    """``facts`` as a ``TemporalKG`` (all in ``train``, each at ``floor(t_happen)``)."""
+    if not facts:
+        raise ValueError("the memory holds no facts to fit")
+    entities = sorted({f.head for f in facts} | {f.tail for f in facts})
+    relations = sorted({f.relation for f in facts})
+    ent = {e: i for i, e in enumerate(entities)}
+    rel = {r: i for i, r in enumerate(relations)}
+    train = torch.tensor(
+        [[ent[f.head], rel[f.relation], ent[f.tail], math.floor(f.t_happen)] for f in facts],
+        dtype=torch.int64,
+    )
+    empty = torch.zeros(0, 4, dtype=torch.int64)
+    return TemporalKG("temporal-memory", entities, relations, train, empty, empty)
+
+
+def relation_speeds(
+    speeds: Mapping[str, float] | str | Path | None, relations: Sequence[str]
+) -> torch.Tensor | None:
+    """``alpha [R]`` for ``relations``: None for ``speeds=None`` (the constant alpha = 1); from a
+    mapping relation -> alpha in [0, 1] (missing relations get 1); or from the path of a saved
+    Semantic Speed Gate (``rotmem.gate.relation_speeds``)."""
+    if speeds is None:
+        return None
+    if isinstance(speeds, Mapping):
+        bad = {r: a for r, a in speeds.items() if not 0.0 <= float(a) <= 1.0}
+        if bad:
+            raise ValueError(f"relation speeds must be in [0, 1], got {bad}")
+        return torch.tensor([float(speeds.get(r, 1.0)) for r in relations])
+    from rotmem.gate import relation_speeds as gate_speeds
+
+    return gate_speeds(speeds, list(relations))

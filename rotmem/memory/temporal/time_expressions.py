@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from rotmem.data.temporal_kg import date_of, day_of
-from rotmem.memory.verification import object_span
+from rotmem.memory.tem.verification import object_span
 
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 

@@ -1,5 +1,6 @@
-"""The memory database on a Postgres server (psycopg 3): the same tables as the SQLite file, one
-schema per namespace (``rotmem_<namespace>``), for deployments with several server processes.
+"""The memory database on a Postgres server (psycopg 3): the same tables as the SQLite file
+(``rotmem.memory.storage.schema``, in Postgres types), one schema per namespace
+(``rotmem_<namespace>``), for deployments with several server processes.
 
 Vectors are stored as ``BYTEA`` (float32 little-endian, as in SQLite) and searched by the same
 in-memory index (``rotmem.index``) that each process rebuilds on open and extends with the rows
@@ -18,65 +19,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from rotmem.extras import require
-from rotmem.memory.sql_database import (
-    SCHEMA_VERSION,
-    TIME_INDEX_NAMES,
-    TIME_INDEXES,
-    MemoryDatabase,
-    MemoryDatabaseError,
-    check_namespace,
-)
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS sessions (
-    session_id TEXT PRIMARY KEY,
-    session_index BIGINT NOT NULL,
-    text TEXT,
-    created_at DOUBLE PRECISION NOT NULL,
-    arrival BIGSERIAL
-);
-CREATE TABLE IF NOT EXISTS facts (
-    id BIGINT PRIMARY KEY,
-    subject TEXT NOT NULL,
-    relation TEXT NOT NULL,
-    object TEXT NOT NULL,
-    group_key TEXT COLLATE "C" NOT NULL,
-    relation_type TEXT,
-    session_id TEXT NOT NULL REFERENCES sessions(session_id),
-    session_index BIGINT NOT NULL,
-    span_start INTEGER,
-    span_end INTEGER,
-    created_at DOUBLE PRECISION NOT NULL,
-    historical INTEGER NOT NULL DEFAULT 0,
-    vector BYTEA NOT NULL,
-    source TEXT
-);
-CREATE INDEX IF NOT EXISTS facts_by_group ON facts(group_key, session_index);
-CREATE INDEX IF NOT EXISTS facts_current ON facts(group_key, session_index) WHERE historical = 0;
-CREATE TABLE IF NOT EXISTS passages (
-    id BIGINT PRIMARY KEY,
-    kind TEXT NOT NULL CHECK (kind IN ('turn', 'summary')),
-    session_id TEXT NOT NULL REFERENCES sessions(session_id),
-    session_index BIGINT NOT NULL,
-    position INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    vector BYTEA NOT NULL,
-    source TEXT
-);
-CREATE INDEX IF NOT EXISTS passages_by_kind ON passages(kind, id);
-CREATE TABLE IF NOT EXISTS temporal_facts (
-    record_id BIGINT PRIMARY KEY,
-    head TEXT NOT NULL,
-    relation TEXT NOT NULL,
-    tail TEXT NOT NULL,
-    t_happen DOUBLE PRECISION NOT NULL,
-    t_obs DOUBLE PRECISION NOT NULL,
-    source TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS session_dates (session_id TEXT PRIMARY KEY, t_obs DOUBLE PRECISION NOT NULL);
-"""
+from rotmem.memory.storage.database import MemoryDatabase, MemoryDatabaseError, check_namespace
+from rotmem.memory.storage.schema import SCHEMA_VERSION, create_statements, late_indexes
 
 
 def schema_name(namespace: str) -> str:
@@ -125,13 +69,12 @@ class PostgresDatabase(MemoryDatabase):
             if not exists:
                 raise MemoryDatabaseError(f"{self.path}: no such memory namespace (nothing was created)")
             self.execute("SET default_transaction_read_only = on")
-        elif not exists or self._version() != SCHEMA_VERSION or not self._has_time_indexes():
+        elif not exists or self._version() != SCHEMA_VERSION or not self._has_late_indexes():
             with self.transaction():  # the advisory lock serialises concurrent creators
                 self.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                 self._use_schema()
-                for statement in [*SCHEMA.split(";"), *TIME_INDEXES]:
-                    if statement.strip():
-                        self.execute(statement)
+                for statement in create_statements("postgres"):
+                    self.execute(statement)
                 if self.get_meta("schema_version") is None:
                     self.set_meta("schema_version", SCHEMA_VERSION)
         self._use_schema()
@@ -144,10 +87,10 @@ class PostgresDatabase(MemoryDatabase):
     def _use_schema(self) -> None:
         self.execute(f'SET search_path TO "{self.schema}"')
 
-    def _has_time_indexes(self) -> bool:
+    def _has_late_indexes(self) -> bool:
         found = self.execute("SELECT indexname FROM pg_indexes WHERE schemaname = ?", (self.schema,))
         names = {row[0] for row in found.fetchall()}
-        return all(name in names for name in TIME_INDEX_NAMES)
+        return all(name in names for name, _ in late_indexes())
 
     def _version(self) -> str | None:
         row = self.execute(

@@ -1,4 +1,4 @@
-"""The memory database on SQLite: schema (version 2), transactions and every SQL statement of the memory.
+"""The memory database on SQLite: opening (and upgrading schema 1), transactions, SQLite's errors.
 
 One file (or ``":memory:"``), stdlib ``sqlite3``, WAL journal (file databases), ``synchronous=FULL``
 by default so a committed session survives a crash of the process or the machine. Writes happen
@@ -11,20 +11,9 @@ transaction); a missing file, a directory, an empty or foreign SQLite file (tabl
 ``meta``) raise ``MemoryDatabaseError`` naming the file. A writable opening takes the write lock
 only when the schema must be created or upgraded; a new file is switched to WAL after the busy
 timeout is set, retried while another process holds the lock, so many processes may open one new
-file at once. Tables:
+file at once. The tables are the layers' (``rotmem.memory.storage.schema``; TEM's in
+``rotmem.memory.tem.tables``, the times of ``TemporalMemory`` in ``rotmem.memory.temporal.tables``).
 
-- ``meta(key, value)``: schema version, encoder name, vector width.
-- ``sessions(session_id, session_index, text, created_at)``.
-- ``facts(id, subject, relation, object, group_key, relation_type, session_id, session_index,
-  span_start, span_end, created_at, historical, vector, source)``: append-only; only
-  ``historical`` is ever updated (recomputed per version group at write time, 0 → 1 only).
-- ``passages(id, kind, session_id, session_index, position, text, created_at, vector, source)``:
-  the side store of dialogue turns and event summaries.
-- ``temporal_facts(record_id, head, relation, tail, t_happen, t_obs, source)`` and
-  ``session_dates(session_id, t_obs)``: the times ``TemporalMemory`` keeps (days since 1970-01-01).
-
-``source`` (schema 2) is the provenance of a row inside its session: the ids of the dialogue turns
-a fact was extracted from, or a turn's own id, joined by ``SOURCE_SEPARATOR``; NULL when unknown.
 A schema-1 file is upgraded in place when opened (the new columns are NULL, ``session_dates`` is
 filled from ``temporal_facts``).
 
@@ -44,77 +33,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rotmem.memory.sql_database import (  # noqa: F401  (re-exported: the rows live with the base)
-    FACT_COLUMNS,
-    PASSAGE_COLUMNS,
-    SCHEMA_VERSION,
-    SOURCE_SEPARATOR,
-    TIME_INDEX_NAMES,
-    TIME_INDEXES,
-    FactRow,
-    MemoryDatabase,
-    MemoryDatabaseError,
-    PassageRow,
-    SessionRow,
-    StoredFact,
-    StoredPassage,
-    TimedFactRow,
-    join_sources,
-    split_sources,
-)
+from rotmem.memory.storage.database import MemoryDatabase, MemoryDatabaseError
+from rotmem.memory.storage.schema import SCHEMA_VERSION, create_statements, late_indexes
 
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 BUSY_TIMEOUT_S = 30.0  # how long a statement waits for another process's lock
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS sessions (
-    session_id TEXT PRIMARY KEY,
-    session_index INTEGER NOT NULL,
-    text TEXT,
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS facts (
-    id INTEGER PRIMARY KEY,
-    subject TEXT NOT NULL,
-    relation TEXT NOT NULL,
-    object TEXT NOT NULL,
-    group_key TEXT NOT NULL,
-    relation_type TEXT,
-    session_id TEXT NOT NULL REFERENCES sessions(session_id),
-    session_index INTEGER NOT NULL,
-    span_start INTEGER,
-    span_end INTEGER,
-    created_at REAL NOT NULL,
-    historical INTEGER NOT NULL DEFAULT 0,
-    vector BLOB NOT NULL,
-    source TEXT
-);
-CREATE INDEX IF NOT EXISTS facts_by_group ON facts(group_key, session_index);
-CREATE INDEX IF NOT EXISTS facts_current ON facts(group_key, session_index) WHERE historical = 0;
-CREATE TABLE IF NOT EXISTS passages (
-    id INTEGER PRIMARY KEY,
-    kind TEXT NOT NULL CHECK (kind IN ('turn', 'summary')),
-    session_id TEXT NOT NULL REFERENCES sessions(session_id),
-    session_index INTEGER NOT NULL,
-    position INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    vector BLOB NOT NULL,
-    source TEXT
-);
-CREATE INDEX IF NOT EXISTS passages_by_kind ON passages(kind, id);
-CREATE TABLE IF NOT EXISTS temporal_facts (
-    record_id INTEGER PRIMARY KEY,
-    head TEXT NOT NULL,
-    relation TEXT NOT NULL,
-    tail TEXT NOT NULL,
-    t_happen REAL NOT NULL,
-    t_obs REAL NOT NULL,
-    source TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS session_dates (session_id TEXT PRIMARY KEY, t_obs REAL NOT NULL);
-"""
 _UPGRADE_FROM_1 = """
 ALTER TABLE facts ADD COLUMN source TEXT;
 ALTER TABLE passages ADD COLUMN source TEXT;
@@ -122,7 +46,7 @@ INSERT OR IGNORE INTO session_dates SELECT source, MIN(t_obs) FROM temporal_fact
 """
 
 
-class FactDatabase(MemoryDatabase):
+class SQLiteDatabase(MemoryDatabase):
     """The SQLite file behind a ``TEMStore`` (see the module docs). Not thread-safe: a caller that
     shares one across threads serialises its use (``rotmem.server`` holds a lock per namespace).
 
@@ -201,22 +125,24 @@ class FactDatabase(MemoryDatabase):
             self._use_wal()
         self.connection.execute(f"PRAGMA synchronous={synchronous}")
         self.connection.execute("PRAGMA foreign_keys=ON")
-        if version == SCHEMA_VERSION and self._has_time_indexes():
+        if version == SCHEMA_VERSION and self._has_late_indexes():
             return
         with self.transaction():
             version = self._schema_version()  # another process may have created it meanwhile
             if version != SCHEMA_VERSION:
-                self._run_script(_SCHEMA)  # CREATE ... IF NOT EXISTS: a schema-1 file keeps its old tables
+                # CREATE ... IF NOT EXISTS: a schema-1 file keeps its old tables
+                for statement in create_statements("sqlite"):
+                    self.connection.execute(statement)
                 if version == "1":
                     self._run_script(_UPGRADE_FROM_1)
                 self.set_meta("schema_version", SCHEMA_VERSION)
-            for statement in TIME_INDEXES:
+            for _, statement in late_indexes():
                 self.connection.execute(statement)
 
-    def _has_time_indexes(self) -> bool:
+    def _has_late_indexes(self) -> bool:
         found = self.connection.execute("SELECT name FROM sqlite_master WHERE type='index'")
         names = {row[0] for row in found}
-        return all(name in names for name in TIME_INDEX_NAMES)
+        return all(name in names for name, _ in late_indexes())
 
     def _schema_version(self) -> str | None:
         """The stored schema version; None for a database without tables (new); raises
@@ -294,7 +220,7 @@ class FactDatabase(MemoryDatabase):
         self.connection.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[FactDatabase]:
+    def transaction(self) -> Iterator[SQLiteDatabase]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls everything back and re-raises."""
         if self.read_only:
             raise MemoryDatabaseError(f"{self.path}: opened read-only; nothing was written")
