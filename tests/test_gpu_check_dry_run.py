@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import icews_dir
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import icews_dir
+
+ROOT = Path(__file__).resolve().parents[1]
 STEPS = ("build", "env", "tests", "eval", "epoch", "kernels")
 # The dry run's CPU seconds (its own and its children's, as it reports them) at most: under a minute
 # of wall time on a single core as slow as this bound allows, whatever the machine's load. 23 s on
