@@ -37,8 +37,9 @@ echo "built against torch $TORCH in $((SECONDS - start)) s"
 # it with 3.6, which .ci/cuda_compile.sh checks for sm_80 and sm_90)
 cd "$WORK"
 PYTHONPATH="$WORK" "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not slow" -k "not triton-cpu" \
-    tests/test_ops_rotate.py tests/test_ops_unrotated_query.py tests/test_ops_cross_entropy.py \
-    tests/test_ops_linear_cross_entropy.py tests/test_ops_n3.py tests/test_ops_rank_counts.py \
-    tests/test_ops_score_all.py tests/test_ops_id_ranges.py tests/test_ops_native_autograd.py \
-    tests/test_ops_compiled_backend.py tests/test_ops_biased_ce.py
+    tests/ops/test_rotate.py tests/ops/test_unrotated_query.py tests/ops/test_unrotated_query_indexed.py \
+    tests/ops/test_cross_entropy_all.py tests/ops/test_linear_cross_entropy.py tests/ops/test_n3.py \
+    tests/ops/test_rank_counts.py tests/ops/test_score_all.py tests/ops/test_id_ranges.py \
+    tests/ops/test_compile.py::test_native_compiled_step_equals_eager tests/ops/test_compiled_backend.py \
+    tests/ops/test_cross_entropy_all_biased.py
 echo "op tests on torch $TORCH in $((SECONDS - start)) s"

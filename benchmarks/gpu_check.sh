@@ -17,7 +17,7 @@
 #                    syncs torch.cuda.set_sync_debug_mode reports in them
 #   kernels      15  the step and the cross-entropy, float32 / TF32 / bfloat16, every provider (eager,
 #                    compile, native, triton, linear, liger, cce), as far as 10 s of measuring reach
-#   total       231  + 6 steps x 1 s of --kill-after = 237 s (tests/test_ops_gpu_check_dry_run.py
+#   total       231  + 6 steps x 1 s of --kill-after = 237 s (tests/test_gpu_check_dry_run.py
 #                    adds the limits up)
 # The exit code is 1 when a step failed or timed out.
 #
@@ -29,7 +29,7 @@
 # LightningCLI's --print_config, the kernel benchmark's --budget-s 0) and queues it instead of running it;
 # at the end benchmarks/gpu_check_dry_run.py starts them all in one Python process that imports torch,
 # Lightning and pytest once, two at a time, each with its step's limit.
-# tests/test_ops_gpu_check_dry_run.py runs it.
+# tests/test_gpu_check_dry_run.py runs it.
 #
 # On the lent GPU machine (no registry, no ../shared): run `bash benchmarks/gpu_prepare.sh` here
 # first, then call the device with carry=[".whl", ".gpu_data"]; wheels found in .whl/ are installed to
@@ -107,8 +107,8 @@ report_tests() { grep -E "passed|failed|error|collected" "$OUT/$1.log" | tail -n
 if wanted tests; then
     # the GPU subset (tests/conftest.py: --gpu-subset); pytest-xdist, when the image has it, compiles
     # the Triton kernels in several processes at once
-    TESTS=(tests/test_ops_*.py tests/test_sparse_grad.py)
-    TEST_ARGS=(-q -p no:cacheprovider -m "not slow" -rfE --gpu-subset --ignore tests/test_ops_triton_aot.py)
+    TESTS=(tests/ops tests/test_sparse_grad.py)
+    TEST_ARGS=(-q -p no:cacheprovider -m "not slow" -rfE --gpu-subset --ignore tests/ops/test_triton_aot.py)
     "$PYTHON" -c "import xdist" 2>/dev/null && TEST_ARGS+=(-n 8)
     [[ $DRY == 1 ]] && TEST_ARGS+=(--collect-only)
     step tests 45 report_tests "$PYTHON" -m pytest "${TEST_ARGS[@]}" "${TESTS[@]}"

@@ -1,53 +1,57 @@
 // The rotmem operator library: schemas of every op (torch.ops.rotmem.*) and the Python module
-// rotmem._C that loads them. Kernels register themselves per device in csrc/cpu and csrc/cuda;
-// autograd formulas and fake (meta) implementations live beside each op in rotmem/ops/native/.
+// rotmem._C that loads them. Kernels register themselves, one file per op and device
+// (csrc/cpu/<op>.cpp, csrc/cuda/<op>.cu); autograd formulas and fake (meta) implementations live
+// beside each op in rotmem/ops/native/<op>.py.
 #include <Python.h>
 #include <torch/library.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "cpu/isa.h"
 
+namespace {
+// The schema of every op: one entry per op (and one per backward). Each op's kernels register
+// themselves, one file per op and device (csrc/cpu/<op>.cpp, csrc/cuda/<op>.cu); its fake and
+// autograd formula are in rotmem/ops/native/<op>.py.
+constexpr const char* kSchemas[] = {
+    "rotate(Tensor x, Tensor theta) -> Tensor",
+    "rotate_backward(Tensor grad, Tensor x, Tensor theta) -> (Tensor, Tensor)",
+    "unrotated_query(Tensor h, Tensor w, Tensor? w_hat, Tensor theta) -> Tensor",
+    "unrotated_query_backward(Tensor grad, Tensor h, Tensor w, Tensor? w_hat, Tensor theta)"
+    " -> (Tensor, Tensor, Tensor, Tensor)",
+    "unrotated_query_indexed(Tensor entity, Tensor w_table, Tensor? w_hat_table, Tensor ent_idx,"
+    " Tensor rel_idx, Tensor tau, Tensor alpha, Tensor log_s, Tensor log_base, float tau0,"
+    " bool sparse_grad) -> Tensor",
+    "unrotated_query_indexed_backward(Tensor grad, Tensor entity, Tensor w_table, Tensor? w_hat_table,"
+    " Tensor ent_idx, Tensor rel_idx, Tensor tau, Tensor alpha, Tensor log_s, Tensor log_base,"
+    " float tau0) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)",
+    "cross_entropy_all(Tensor q, Tensor entity, Tensor target, str reduction, int block_rows,"
+    " int block_cols) -> (Tensor, Tensor)",
+    "cross_entropy_all_backward(Tensor grad, Tensor q, Tensor entity, Tensor target, Tensor lse,"
+    " str reduction, int block_rows, int block_cols, bool need_q, bool need_entity) -> (Tensor, Tensor)",
+    "cross_entropy_all_train(Tensor q, Tensor entity, Tensor target, str reduction, int block_rows,"
+    " int block_cols, bool need_q, bool need_entity) -> (Tensor, Tensor, Tensor)",
+    "filtered_rank_counts(Tensor q, Tensor entity, Tensor target, Tensor? target_score, Tensor filter_ptr,"
+    " Tensor filter_idx, int entity_offset, int block_rows, int block_cols) -> (Tensor, Tensor)",
+    "target_scores(Tensor q, Tensor entity, Tensor target, int entity_offset, int block_rows, int block_cols)"
+    " -> Tensor",
+    "n3(Tensor x, str kind) -> Tensor",
+    "n3_backward(Tensor grad, Tensor x, str kind) -> Tensor",
+};
+}  // namespace
+
 TORCH_LIBRARY(rotmem, m) {
   m.set_python_module("rotmem.ops.native");
-  m.def("rotate(Tensor x, Tensor theta) -> Tensor");
-  m.def("rotate_backward(Tensor grad, Tensor x, Tensor theta) -> (Tensor, Tensor)");
-  m.def("unrotated_query(Tensor h, Tensor w, Tensor? w_hat, Tensor theta) -> Tensor");
-  m.def(
-      "unrotated_query_backward(Tensor grad, Tensor h, Tensor w, Tensor? w_hat, Tensor theta)"
-      " -> (Tensor, Tensor, Tensor, Tensor)");
-  m.def(
-      "unrotated_query_indexed(Tensor entity, Tensor w_table, Tensor? w_hat_table, Tensor ent_idx,"
-      " Tensor rel_idx, Tensor tau, Tensor alpha, Tensor log_s, Tensor log_base, float tau0,"
-      " bool sparse_grad) -> Tensor");
-  m.def(
-      "unrotated_query_indexed_backward(Tensor grad, Tensor entity, Tensor w_table, Tensor? w_hat_table,"
-      " Tensor ent_idx, Tensor rel_idx, Tensor tau, Tensor alpha, Tensor log_s, Tensor log_base,"
-      " float tau0) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
-  m.def(
-      "cross_entropy_all(Tensor q, Tensor entity, Tensor target, str reduction, int block_rows,"
-      " int block_cols) -> (Tensor, Tensor)");
-  m.def(
-      "cross_entropy_all_backward(Tensor grad, Tensor q, Tensor entity, Tensor target, Tensor lse,"
-      " str reduction, int block_rows, int block_cols, bool need_q, bool need_entity) -> (Tensor, Tensor)");
-  m.def(
-      "cross_entropy_all_train(Tensor q, Tensor entity, Tensor target, str reduction, int block_rows,"
-      " int block_cols, bool need_q, bool need_entity) -> (Tensor, Tensor, Tensor)");
-  m.def(
-      "filtered_rank_counts(Tensor q, Tensor entity, Tensor target, Tensor? target_score, Tensor filter_ptr,"
-      " Tensor filter_idx, int entity_offset, int block_rows, int block_cols) -> (Tensor, Tensor)");
-  m.def(
-      "target_scores(Tensor q, Tensor entity, Tensor target, int entity_offset, int block_rows, int block_cols)"
-      " -> Tensor");
-  m.def("n3(Tensor x, str kind) -> Tensor");
-  m.def("n3_backward(Tensor grad, Tensor x, str kind) -> Tensor");
+  for (const char* schema : kSchemas) m.def(schema);
 }
 
 #ifndef WITH_CUDA
-// A build without CUDA still claims the CUDA dispatch key, so a CUDA tensor gets this message
-// instead of the dispatcher's generic "could not run" (and never a silent fallback).
+// A build without CUDA still claims the CUDA dispatch key of every op in kSchemas, so a CUDA tensor
+// gets this message instead of the dispatcher's generic "could not run" (and never a silent fallback).
 namespace {
 void built_without_cuda(const c10::OperatorHandle& op, torch::jit::Stack*) {
   TORCH_CHECK(false, "rotmem was built without CUDA support: ", op.schema().name(),
@@ -58,11 +62,9 @@ void built_without_cuda(const c10::OperatorHandle& op, torch::jit::Stack*) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(rotmem, CUDA, m) {
-  for (const char* name :
-       {"rotate", "rotate_backward", "unrotated_query", "unrotated_query_backward", "unrotated_query_indexed",
-        "unrotated_query_indexed_backward", "cross_entropy_all", "cross_entropy_all_backward",
-        "cross_entropy_all_train", "filtered_rank_counts", "target_scores", "n3", "n3_backward"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&built_without_cuda>());
+  for (const char* schema : kSchemas) {
+    const std::string_view name(schema, std::strcspn(schema, "("));  // the op's name: up to its '('
+    m.impl(std::string(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&built_without_cuda>());
   }
 }
 #endif

@@ -1,4 +1,5 @@
-"""Shared fixtures: the data directory (``$ROTMEM_DATA_DIR``) and the synthetic graph."""
+"""Shared fixtures: the data directory (``$ROTMEM_DATA_DIR``) and the synthetic graph; the GPU check's
+subset (``--gpu-subset``). The ops' ``backend`` and ``cpu_isa`` fixtures are in ``tests/ops/conftest.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ if not torch.cuda.is_available():  # before anything imports triton: its kernels
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
-from op_backends import ALL_BACKENDS, CPU_ISAS  # noqa: E402
 
 from rotmem.data import synthetic_kg  # noqa: E402
 from tests.postgres_server import postgres_dsn  # noqa: E402, F401  (a real Postgres for the memory tests)
@@ -44,42 +44,6 @@ def icews():
 @pytest.fixture(scope="session")
 def synthetic():
     return synthetic_kg()
-
-
-@pytest.fixture(params=CPU_ISAS)
-def cpu_isa(request):
-    """Runs the test once per instruction set of the native CPU kernels (``csrc/cpu/isa.h``), forced
-    as ``ROTMEM_CPU_ISA`` would; a set this CPU cannot execute shows as skipped. Tests on ``cuda``
-    run once (the set does not touch CUDA kernels)."""
-    from rotmem.ops import native
-
-    if not native.is_available("cpu"):
-        pytest.skip(native.unavailable_reason("cpu"))
-    supported = native.supported_cpu_isas()
-    if request.param not in supported:
-        pytest.skip(f"this CPU cannot run {request.param} (it runs {', '.join(supported)})")
-    params = getattr(request.node, "callspec", None)
-    if params is not None and params.params.get("device") == "cuda" and request.param != supported[0]:
-        pytest.skip("the CPU instruction set does not change CUDA kernels")
-    with native.forced_cpu_isa(request.param):
-        yield request.param
-
-
-@pytest.fixture(params=[pytest.param(case, id=str(case)) for case in ALL_BACKENDS])
-def backend(request):
-    """One backend of the ops (``tests/op_backends.py``: native per CPU instruction set, native CUDA,
-    Triton interpreted and on CUDA), skipped with the reason where this machine cannot run it; the
-    native CPU cases run with their instruction set forced. A test that concerns some backends only
-    narrows it: ``@pytest.mark.parametrize("backend", op_backends.params(...), indirect=True)``."""
-    case = request.param
-    reason = case.skip_reason()
-    if reason:
-        pytest.skip(reason)
-    if case.isa is None:
-        yield case
-    else:
-        with case.ops.forced_cpu_isa(case.isa):
-            yield case
 
 
 # --- the GPU check's subset (benchmarks/gpu_check.sh: 45 s on one GPU) -------------------------

@@ -9,7 +9,7 @@ launcher passes (read off the ``launch(...)`` calls: each branch constexpr both 
 kernel with a row that fits one block and one that needs the loop, block sizes as at the
 benchmark's shapes, B = 1000, n = 249, N = 10,488, and the large graph's entity chunks);
 ``HELPERS`` the ``@triton.jit`` device functions that are compiled inside them.
-``tests/test_ops_triton_aot.py`` fails when a kernel exists that these lists do not name.
+``tests/ops/test_triton_aot.py`` fails when a kernel exists that these lists do not name.
 
     python tests/triton_aot.py                        # the full matrix, sm_80 and sm_90, 2 processes
     python tests/triton_aot.py --arch 90 --jobs 1 --only _count_kernel --dtypes fp32,bf16

@@ -47,6 +47,17 @@ inline c10::Device device_of(const char* op, std::initializer_list<std::pair<con
   return device;
 }
 
+// A tensor's data, or nullptr for an absent (undefined, or for outputs empty) optional one.
+template <typename scalar_t>
+const scalar_t* maybe(const at::Tensor& t) {
+  return t.defined() ? t.const_data_ptr<scalar_t>() : nullptr;
+}
+
+template <typename scalar_t>
+scalar_t* maybe_mut(at::Tensor& t) {
+  return t.defined() && t.numel() > 0 ? t.mutable_data_ptr<scalar_t>() : nullptr;
+}
+
 __device__ __forceinline__ void sin_cos(float t, float& s, float& c) { sincosf(t, &s, &c); }
 __device__ __forceinline__ void sin_cos(double t, double& s, double& c) { sincos(t, &s, &c); }
 __device__ __forceinline__ float exp_(float x) { return expf(x); }

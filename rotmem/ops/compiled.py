@@ -1,10 +1,10 @@
 """The ``compile`` backend: ``torch.compile`` of each reference op, so the compiler's fusion of the
 plain formulas is a backend like the hand-written ones (timed beside them, chosen where it is fastest).
 
-Same functions as ``rotmem.ops.reference``. Each op is compiled on its first call (seconds) and
-again for each new set of shapes, dtypes and devices torch's guards see (``dynamic=None``: a second
-shape compiles once more with dynamic sizes). Inside a model that is itself compiled, the outer
-compile traces the reference formula directly.
+Same functions as ``rotmem.ops.reference``, one per op of ``rotmem.ops.registry``. Each op is
+compiled on its first call (seconds) and again for each new set of shapes, dtypes and devices
+torch's guards see (``dynamic=None``: a second shape compiles once more with dynamic sizes). Inside
+a model that is itself compiled, the outer compile traces the reference formula directly.
 
 Runs on a CUDA tensor when Triton is installed, and on the CPU when a C++ compiler is on ``PATH``
 (what Inductor generates its CPU kernels with).
@@ -12,6 +12,7 @@ Runs on a CUDA tensor when Triton is installed, and on the CPU when a C++ compil
 
 from __future__ import annotations
 
+import functools
 import shutil
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -19,6 +20,7 @@ from functools import cache
 import torch
 
 from rotmem.ops import reference
+from rotmem.ops.registry import NAMES
 
 
 def unavailable_reason(device_type: str) -> str:
@@ -53,12 +55,19 @@ def _compile(name: str) -> Callable:
     return torch.compile(getattr(reference, name))
 
 
-def rotate(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
-    return _compiled("rotate")(x, theta)
+def _compiled_op(name: str) -> Callable:
+    """The backend's function for op ``name``: the compiled reference, with its signature."""
+
+    @functools.wraps(getattr(reference, name))
+    def run(*args, **kwargs):
+        return _compiled(name)(*args, **kwargs)
+
+    run.__module__ = __name__
+    return run
 
 
-def unrotated_query(h, w, w_hat, theta) -> torch.Tensor:
-    return _compiled("unrotated_query")(h, w, w_hat, theta)
+# One function per op of ``rotmem.ops.registry.OPS``; the two below differ from the compiled reference.
+globals().update({name: _compiled_op(name) for name in NAMES})
 
 
 def unrotated_query_indexed(
@@ -71,24 +80,6 @@ def unrotated_query_indexed(
     return _compiled("unrotated_query_indexed")(
         entity, w_table, w_hat_table, ent_idx, rel_idx, tau, alpha, log_s, log_base, tau0, sparse_grad
     )
-
-
-def score_all(q: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
-    return _compiled("score_all")(q, entity)
-
-
-def cross_entropy_all(q, entity, target, reduction: str = "mean") -> torch.Tensor:
-    return _compiled("cross_entropy_all")(q, entity, target, reduction)
-
-
-def filtered_rank_counts(q, entity, target, filter_ptr, filter_idx, target_score=None, entity_offset=0):
-    return _compiled("filtered_rank_counts")(
-        q, entity, target, filter_ptr, filter_idx, target_score, entity_offset
-    )
-
-
-def target_scores(q, entity, target, entity_offset: int = 0) -> torch.Tensor:
-    return _compiled("target_scores")(q, entity, target, entity_offset)
 
 
 def n3(tensors: Sequence[torch.Tensor], kind: str = "l4") -> torch.Tensor:

@@ -1,12 +1,12 @@
 """The native backend: C++ (CPU, OpenMP) and CUDA kernels from ``csrc/``, built as ``rotmem._C``.
 
-Same functions as ``rotmem.ops.reference`` (the shapes and the math are written there). One op per
-module, as in ``rotmem.ops.triton``: its wrapper with the reference's signature (broadcasting,
-dtype promotion) and, beside it, the fake (shape) implementations and autograd formulas of its
-``torch.ops.rotmem.*`` operators (schemas in ``csrc/rotmem.cpp``), registered through
-``torch.library`` (the fakes by this package, as torch requires) so ``torch.compile`` and
-``torch.library.opcheck`` see them. Loading the
-extension and choosing the CPU instruction set is ``_extension``.
+Same functions as ``rotmem.ops.reference`` (the shapes and the math are written there), one per op
+of ``rotmem.ops.registry``. One op per module, as in ``rotmem.ops.triton``: its wrapper with the
+reference's signature (broadcasting, dtype promotion) and, beside it, the fake (shape)
+implementations and autograd formulas of its ``torch.ops.rotmem.*`` operators (schemas in
+``csrc/rotmem.cpp``), registered through ``torch.library`` (the fakes by this package, as torch
+requires) so ``torch.compile`` and ``torch.library.opcheck`` see them. Loading the extension and
+choosing the CPU instruction set is ``_extension``.
 
 Where the results differ from the reference by design:
 
@@ -26,12 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from rotmem.ops.native import cross_entropy as _cross_entropy
-from rotmem.ops.native import n3 as _n3
-from rotmem.ops.native import rank_counts as _rank_counts
-from rotmem.ops.native import rotate as _rotate
-from rotmem.ops.native import unrotated_query as _unrotated_query
-from rotmem.ops.native import unrotated_query_indexed as _unrotated_query_indexed
+from rotmem.ops import registry
 from rotmem.ops.native._extension import (
     _C,
     LIB,
@@ -43,39 +38,29 @@ from rotmem.ops.native._extension import (
     supported_cpu_isas,
     unavailable_reason,
 )
-from rotmem.ops.native.cross_entropy import cross_entropy_all, cross_entropy_tiled
-from rotmem.ops.native.n3 import n3
-from rotmem.ops.native.rank_counts import filtered_rank_counts, filtered_rank_counts_tiled, target_scores
-from rotmem.ops.native.rotate import rotate
-from rotmem.ops.native.unrotated_query import unrotated_query
-from rotmem.ops.native.unrotated_query_indexed import unrotated_query_indexed
-from rotmem.ops.reference import score_all  # one dense product serves every backend
+from rotmem.ops.native.cross_entropy import cross_entropy_tiled
+from rotmem.ops.native.rank_counts import filtered_rank_counts_tiled
 
 if LOADED:
     # Each op module registers its autograd formulas and hands back its fakes, registered here:
     # torch checks that a C++ op's fakes come from the module its library names
     # (``m.set_python_module("rotmem.ops.native")`` in csrc/rotmem.cpp).
-    for _module in (_rotate, _unrotated_query, _unrotated_query_indexed, _cross_entropy, _rank_counts, _n3):
+    for _module in registry.kernel_modules("native"):
         for _name, _fake in _module.register().items():
             torch.library.register_fake(LIB + _name, _fake)
 
+# One function per op of ``rotmem.ops.registry.OPS`` (``score_all``: the reference's dense product).
+globals().update(registry.functions("native"))
 
 __all__ = [
     "_C",
     "cpu_isa",
-    "cross_entropy_all",
     "cross_entropy_tiled",
-    "filtered_rank_counts",
     "filtered_rank_counts_tiled",
     "forced_cpu_isa",
     "is_available",
-    "n3",
-    "rotate",
-    "score_all",
     "set_cpu_isa",
     "supported_cpu_isas",
-    "target_scores",
     "unavailable_reason",
-    "unrotated_query",
-    "unrotated_query_indexed",
+    *registry.NAMES,
 ]

@@ -1,4 +1,5 @@
-"""``rotate`` on the native kernels (``csrc/{cpu,cuda}/rotation.*``), with its fake and autograd."""
+"""``rotate`` on the native kernels (``csrc/cpu/rotate.cpp``, ``csrc/cuda/rotate.cu``), with its
+fake and autograd."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``unrotated_query`` on the native kernels (``csrc/{cpu,cuda}/rotation.*``), with its fake and autograd."""
+"""``unrotated_query`` on the native kernels (``csrc/cpu/unrotated_query.cpp``,
+``csrc/cuda/unrotated_query.cu``), with its fake and autograd."""
 
 from __future__ import annotations
 

@@ -1,19 +1,22 @@
-"""``rotate`` on every backend here (``tests/op_backends.py``) against the reference: forward and
+"""``rotate`` on every backend here (``tests/ops/backends.py``) against the reference: forward and
 backward, float32 and bfloat16, odd shapes, broadcasting, far angles; float64 gradcheck.
 
-Accuracy: ``tests/op_accuracy.py``. The native CPU kernels meet its floor because their sines and
+Accuracy: ``tests/accuracy.py``. The native CPU kernels meet its floor because their sines and
 cosines are within 1.5 ulp on every instruction set (``csrc/cpu/sin_cos.h``, checked below over
 every angle range), then rounded once; Triton's come from libdevice (the interpreter: numpy).
 """
 
 from __future__ import annotations
 
-import op_backends
+import importlib
+
 import pytest
 import torch
-from op_accuracy import check, randn
 
 from rotmem.ops import reference
+from tests.accuracy import check, randn
+from tests.ops import backends
+from tests.ops.backends import leaf
 
 DTYPES = [torch.float32, torch.bfloat16]
 # (rows, complex dims): one pair, odd sizes past any vector width, the issue's shapes
@@ -51,7 +54,7 @@ def test_rotate_broadcasts_like_the_reference(backend, x_shape, theta_shape, sca
           name="rotate")  # fmt: skip
 
 
-@pytest.mark.parametrize("backend", op_backends.params(("native",), ("cpu",)), indirect=True)
+@pytest.mark.parametrize("backend", backends.params(("native",), ("cpu",)), indirect=True)
 def test_rotate_sines_and_cosines_over_every_angle_range(backend):
     """The CPU's vectorised sin/cos (exact reduction to |t| <= 8192, libm beyond) is float32-accurate."""
     theta = torch.cat(
@@ -73,7 +76,7 @@ def test_rotate_sines_and_cosines_over_every_angle_range(backend):
     assert backend.ops.rotate(torch.ones(1, 6), odd).isnan().all()
 
 
-@pytest.mark.parametrize("backend", op_backends.params(("triton",)), indirect=True)
+@pytest.mark.parametrize("backend", backends.params(("triton",)), indirect=True)
 def test_rotate_rejects_mismatched_widths(backend):
     with pytest.raises(ValueError, match="x has last dim 6"):
         backend.ops.rotate(torch.zeros(2, 6, device=backend.device), torch.zeros(2, 4, device=backend.device))
@@ -83,3 +86,21 @@ def test_gradcheck_float64(backend):
     x, theta = randn(4, 3, 10, device=backend.device), randn(4, 1, 5, device=backend.device, scale=3, seed=1)
     inputs = (x.requires_grad_(), theta.requires_grad_())
     assert torch.autograd.gradcheck(backend.ops.rotate, inputs, fast_mode=backend.name == "triton")
+
+
+def opcheck_cases(backend) -> dict[str, tuple]:
+    """``{name: (op, args)}`` of the backend's operators (``torch.ops.rotmem.*``, ``rotmem_triton.*``)."""
+    x, theta = leaf(5, 8, device=backend.device), leaf(5, 4, device=backend.device, seed=1)
+    grad = leaf(5, 8, device=backend.device, seed=2, grad=False)
+    if backend.name == "native":
+        forward, backward = torch.ops.rotmem.rotate.default, torch.ops.rotmem.rotate_backward.default
+    else:
+        kernels = importlib.import_module("rotmem.ops.triton.rotate")
+        forward, backward = kernels._rotate, kernels._rotate_backward
+    return {"rotate": (forward, (x, theta)), "rotate_backward": (backward, (grad, x, theta))}
+
+
+@pytest.mark.parametrize("backend", backends.params(per_isa=False), indirect=True)
+def test_opcheck(backend):
+    """Schema, fakes, autograd registration and AOT tracing of the op and its backward."""
+    backends.opcheck(opcheck_cases(backend))

@@ -11,7 +11,7 @@ elements) is at most ``2 * ref_err + noise + FLOOR[dtype] * max|truth|``:
   the problem's conditioning (a sine of a 4000-radian angle amplifies any rounding of the angle).
 - ``FLOOR * max|truth|``: the kernel's own elementwise arithmetic and its one final rounding
   (float32: 1e-6, 16.8 units of 2^-24; bfloat16: 1e-3, room for the float32 internals); why the
-  fused kernels meet it is in ``tests/test_ops_cross_entropy.py``'s docstring.
+  fused kernels meet it is in ``tests/ops/test_cross_entropy_all.py``'s docstring.
 - ``roundings * u * max|truth|`` (``u`` the dtype's unit roundoff, 2^-8 for bfloat16): an op that by
   construction rounds its result to the dtype more often than the reference (the cross-entropy's
   gradients made in the forward sweep, rounded, then scaled by the output gradient in backward)
@@ -19,8 +19,7 @@ elements) is at most ``2 * ref_err + noise + FLOOR[dtype] * max|truth|``:
 
 ``check`` runs an op, the eager reference and the float64 truth (with perturbed inputs for the
 noise term) forward and backward and applies the bound to the output and every gradient: one
-procedure for every backend and op (``tests/test_ops_rotate.py``, ``test_ops_unrotated_query.py``,
-``test_ops_n3.py``, ``test_ops_cross_entropy.py``).
+procedure for every backend and op (``tests/ops/test_<op>.py``).
 """
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ DEVICE_ASSERTS = {
 def test_bad_ids_on_cuda_fail_on_the_device_naming_the_input(ids):
     """With the host's id check off (``ROTMEM_CHECK_IDS=0``: no readback) the CUDA kernels still
     check the ids they read: a device-side assert that names the input. It leaves the CUDA context
-    unusable, so it runs in a subprocess. (With the check on: tests/test_ops_id_ranges.py.)"""
+    unusable, so it runs in a subprocess. (With the check on: tests/ops/test_id_ranges.py.)"""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "ROTMEM_CHECK_IDS": "0"}
     result = subprocess.run(
         [sys.executable, "-c", BAD_IDS_ON_CUDA.format(ids=repr(ids))],

@@ -5,12 +5,12 @@ works after it."""
 
 from __future__ import annotations
 
-import op_backends
 import pytest
 import torch
 
 from rotmem.ops import ce_tiles, id_checks, reference
 from rotmem.ops.biased_cross_entropy import cross_entropy_all_biased
+from tests.ops import backends
 
 N, R, B = 5, 3, 4  # entities, relations, queries
 
@@ -82,7 +82,7 @@ CASES = [  # the call, its bad input, the expected message
     (biased, "rows", [0, 4, 1], message("cross_entropy_all_biased", "rows", 1, 4, f"q of {B} rows")),
     (biased, "cols", [0, 1, -1], message("cross_entropy_all_biased", "cols", 2, -1)),
 ]
-BACKENDS = op_backends.params(("native", "triton", "reference"), per_isa=False)
+BACKENDS = backends.params(("native", "triton", "reference"), per_isa=False)
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)

@@ -1,11 +1,11 @@
 """The fused 1-vs-all cross-entropy (``cross_entropy_all``) on every backend here
-(``tests/op_backends.py``: native per CPU instruction set and on CUDA, Triton interpreted and on
+(``tests/ops/backends.py``: native per CPU instruction set and on CUDA, Triton interpreted and on
 CUDA) against the reference: forward and both gradients, float32 and bfloat16, every reduction, odd
 shapes, one tile or many (row blocks, entity chunks with an online log-sum-exp), the gradients
 computed in the forward sweep or recomputed in backward, ignored targets (-100); float64 gradcheck;
 errors that name the input.
 
-Accuracy: ``tests/op_accuracy.py``'s bound, ``2 * ref_err + noise + FLOOR * max|truth|``. Why a fused
+Accuracy: ``tests/accuracy.py``'s bound, ``2 * ref_err + noise + FLOOR * max|truth|``. Why a fused
 kernel meets it:
 
 - ``ref_err`` (the eager reference's own error in the same dtype on this machine) holds the rounding
@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import importlib
 
-import op_backends
 import pytest
 import torch
 import torch.nn.functional as F
-from op_accuracy import check, randn
 
 from rotmem.ops import ce_tiles, reference
+from tests.accuracy import check, randn
+from tests.ops import backends
+from tests.ops.backends import leaf
 
 DTYPES = [torch.float32, torch.bfloat16]
 REDUCTIONS = ["mean", "sum", "none"]
@@ -144,7 +145,7 @@ def test_cross_entropy_all_ignores_minus_100(backend, reduction, tiles, grad_in_
     check_ce(backend, reduction, [q, entity, target])
 
 
-@pytest.mark.parametrize("backend", op_backends.params(("triton",)), indirect=True)
+@pytest.mark.parametrize("backend", backends.params(("triton",)), indirect=True)
 @pytest.mark.parametrize("tiles", [None, (5 * 16, 4)], ids=["one-tile", "tiles"])
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_triton_takes_one_sweep_only_for_whole_rows(backend, reduction, tiles, monkeypatch):
@@ -239,3 +240,65 @@ def test_cross_entropy_all_errors_name_the_input(backend):
         fn(q, entity, target[:1])
     with pytest.raises(errors, match="float64.*float32"):
         fn(q.double(), entity, target)
+
+
+def opcheck_cases(backend) -> dict[str, tuple]:
+    """``{name: (op, args)}`` of the backend's operators: forward (a -100 target ignored), backward and
+    the training op that makes the gradients in the forward sweep, in several tiles."""
+    device = backend.device
+    q, entity = leaf(7, 6, device=device), leaf(9, 6, device=device, seed=1)
+    target = torch.tensor([0, 8, 3, 3, -100, 1, 2], device=device)
+    if backend.name == "triton":
+        kernels = importlib.import_module("rotmem.ops.triton.cross_entropy")
+        lse = torch.randn(7, device=device)
+        return {
+            "cross_entropy_all": (kernels._cross_entropy, (q, entity, target, 3, 4)),
+            "cross_entropy_all_backward": (
+                kernels._cross_entropy_backward,
+                (torch.randn(7, device=device), q, entity, target, lse, 3, 4, True, True),
+            ),
+            "cross_entropy_all_train": (
+                kernels._cross_entropy_train,
+                (q, entity, target, "mean", 3, True, True),
+            ),
+        }
+    ops, cases = torch.ops.rotmem, {}
+    for reduction in ("mean", "none"):
+        cases[f"cross_entropy_all:{reduction}"] = (
+            ops.cross_entropy_all.default,
+            (q, entity, target, reduction, 3, 4),
+        )
+        lse = ops.cross_entropy_all.default(q.detach(), entity.detach(), target, reduction, 3, 4)[1]
+        grad = torch.ones(7, device=device) if reduction == "none" else torch.tensor(1.0, device=device)
+        cases[f"cross_entropy_all_backward:{reduction}"] = (
+            ops.cross_entropy_all_backward.default,
+            (grad, q, entity, target, lse, reduction, 3, 4, True, True),
+        )
+    for need_q, need_e in ((True, True), (True, False), (False, True)):
+        args = (q if need_q else q.detach(), entity if need_e else entity.detach(), target, "mean", 3, 4)
+        cases[f"cross_entropy_all_train:{need_q}-{need_e}"] = (
+            ops.cross_entropy_all_train.default,
+            (*args, need_q, need_e),
+        )
+    return cases
+
+
+@pytest.mark.parametrize("backend", backends.params(per_isa=False), indirect=True)
+def test_opcheck(backend):
+    """Schema, fakes, autograd registration and AOT tracing of the ops and their backward."""
+    backends.opcheck(opcheck_cases(backend))
+
+
+@pytest.mark.parametrize("backend", backends.params(("native",), ("cpu",), per_isa=False), indirect=True)
+def test_cross_entropy_gradients_survive_retain_graph_and_accumulation(backend):
+    """The fused CE hands its saved gradients to autograd (unit output gradient): repeated backward
+    passes must neither see them modified nor modify them."""
+    q, e = leaf(6, 4), leaf(9, 4, seed=1)
+    target = torch.tensor([0, 8, 3, 3, 1, 2])
+    loss = backend.ops.cross_entropy_all(q, e, target)
+    first = torch.autograd.grad(loss, [q, e], retain_graph=True)
+    loss.backward(retain_graph=True)
+    loss.backward(retain_graph=True)
+    for leaf_, grad in zip((q, e), first, strict=True):
+        torch.testing.assert_close(leaf_.grad, 2 * grad)
+    torch.testing.assert_close(torch.autograd.grad(loss, [q, e])[0], first[0])

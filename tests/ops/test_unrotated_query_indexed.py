@@ -1,63 +1,23 @@
-"""The unrotated query, dense (``unrotated_query``) and fused with its table lookups and the
-spectrum's angles (``unrotated_query_indexed``), on every backend here (``tests/op_backends.py``)
-against the reference: forward and backward (tables with repeated ids), float32 and bfloat16, odd
-shapes, ChronoR and DistMult, far angles, the spectrum's clamps; float64 gradcheck.
-Accuracy: ``tests/op_accuracy.py``."""
+"""``unrotated_query_indexed`` (the unrotated query fused with its table lookups and the spectrum's
+angles) on every backend here (``tests/ops/backends.py``) against the reference: forward and
+backward (tables with repeated ids), float32 and bfloat16, odd shapes, ChronoR and DistMult, far
+angles, the spectrum's clamps, tables past 2**31 elements (GPU); ``opcheck``; float64 gradcheck.
+Accuracy: ``tests/accuracy.py``."""
 
 from __future__ import annotations
 
-import op_backends
+import importlib
+
 import pytest
 import torch
-from op_accuracy import check, randn
 
 from rotmem.ops import reference
+from tests.accuracy import check, randn
+from tests.ops import backends
+from tests.ops.backends import leaf
 
 DTYPES = [torch.float32, torch.bfloat16]
 TAU0 = 12784.0  # 2005-01-01 in days since 1970-01-01
-
-# --- unrotated_query (dense) ---------------------------------------------------------------------
-
-# (rows, complex dims); the interpreter runs the first three
-DENSE_SHAPES = [(1, 1), (7, 33), (16, 5), (7, 83), (5, 249), (999, 83)]
-# w_hat per row, w_hat [1, 2n] broadcast over the rows, or none (DistMult)
-BACKBONES = ["chronor", "chronor-broadcast", "distmult"]
-
-
-@pytest.mark.parametrize("backbone", BACKBONES)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, n", DENSE_SHAPES)
-def test_unrotated_query(backend, dtype, rows, n, backbone):
-    if backend.interpreted and (rows, n) not in DENSE_SHAPES[:3]:
-        pytest.skip("too slow for the Triton interpreter: runs compiled on a GPU")
-    device, seed = backend.device, rows + n
-    h, w = randn(rows, 2 * n, device=device, seed=seed), randn(rows, 2 * n, device=device, seed=seed + 1)
-    theta = randn(rows, n, device=device, scale=3, seed=seed + 2)
-    w_hat = randn(1 if backbone == "chronor-broadcast" else rows, 2 * n, device=device, seed=seed + 3)
-    inputs = [h, w, theta] if backbone == "distmult" else [h, w, w_hat, theta]
-
-    def wrap(op):
-        return (lambda h, w, theta: op(h, w, None, theta)) if backbone == "distmult" else op
-
-    check(wrap(backend.ops.unrotated_query), wrap(reference.unrotated_query), wrap(reference.unrotated_query),
-          inputs, list(range(len(inputs))), dtype, name="unrotated_query")  # fmt: skip
-
-
-@pytest.mark.parametrize("chronor", [True, False])
-def test_gradcheck_unrotated_query_float64(backend, chronor):
-    device, fast = backend.device, backend.name == "triton"
-    h, w, theta = (randn(7, 8, device=device), randn(7, 8, device=device, seed=1),
-                   randn(7, 4, device=device, seed=3))  # fmt: skip
-    w_hat = randn(7, 8, device=device, seed=2).requires_grad_() if chronor else None
-    inputs = tuple(t.requires_grad_() for t in (h, w, theta))
-    fn = backend.ops.unrotated_query
-    assert torch.autograd.gradcheck(lambda h, w, t: fn(h, w, w_hat, t), inputs, fast_mode=fast)
-    if chronor:
-        assert torch.autograd.gradcheck(lambda v: fn(h.detach(), w.detach(), v, theta.detach()), (w_hat,),
-                                        fast_mode=fast)  # fmt: skip
-
-
-# --- unrotated_query_indexed ---------------------------------------------------------------------
 
 
 def indexed_inputs(batch, n, entities, relations, device, chronor=True, tau0=0.0, max_day=4017, seed=0):
@@ -154,7 +114,7 @@ def test_gradcheck_unrotated_query_indexed_float64(backend, chronor, log_s, log_
     )
 
 
-@pytest.mark.parametrize("backend", op_backends.params(("triton",)), indirect=True)
+@pytest.mark.parametrize("backend", backends.params(("triton",)), indirect=True)
 def test_unrotated_query_indexed_names_bad_ids(backend):
     inputs = [t.float() if t is not None and t.is_floating_point() else t
               for t in indexed_inputs(4, 3, 5, 2, backend.device)]  # fmt: skip
@@ -164,3 +124,66 @@ def test_unrotated_query_indexed_names_bad_ids(backend):
     short = [*inputs[:6], inputs[6][:3], *inputs[7:]]
     with pytest.raises(ValueError, match="alpha must have shape"):
         backend.ops.unrotated_query_indexed(*short, 0.0)
+
+
+def opcheck_cases(backend) -> dict[str, tuple]:
+    """``{name: (op, args)}`` of the backend's operators: ChronoR and DistMult, the entity table's
+    gradient dense and sparse."""
+    device, cases = backend.device, {}
+    ent_idx = torch.tensor([1, 0, 1, 4, 2, 1], device=device)
+    rel_idx = ent_idx % 3
+
+    def scalar(value):
+        return torch.tensor(value, device=device, requires_grad=True)
+
+    for backbone in ("chronor", "distmult"):
+        entity, w_table = leaf(5, 6, device=device), leaf(3, 6, device=device, seed=1)
+        w_hat_table = leaf(3, 6, device=device, seed=2) if backbone == "chronor" else None
+        tables = (entity, w_table, w_hat_table, ent_idx, rel_idx)
+        grad = leaf(6, 6, device=device, seed=3, grad=False)
+        if backend.name == "native":
+            tau, alpha = leaf(6, device=device, scale=20, seed=4), leaf(6, device=device, seed=5)
+            inputs = (*tables, tau, alpha, scalar(-1.0), scalar(2.0), 3.0)
+            forward = torch.ops.rotmem.unrotated_query_indexed.default
+            backward = torch.ops.rotmem.unrotated_query_indexed_backward.default
+            options = ()
+        else:
+            kernels = importlib.import_module("rotmem.ops.triton.unrotated_query_indexed")
+            inputs = (*tables, leaf(6, device=device, seed=4), scalar(2.0))  # speed [B], log_base
+            forward, backward = kernels._query_indexed, kernels._query_indexed_backward
+            options = (torch.float32,)  # the output dtype
+        name = f"unrotated_query_indexed:{backbone}"
+        cases[name] = (forward, (*inputs, *options, False))
+        cases[f"{name}:sparse_grad"] = (forward, (*inputs, *options, True))
+        cases[f"unrotated_query_indexed_backward:{backbone}"] = (backward, (grad, *inputs))
+    return cases
+
+
+@pytest.mark.parametrize("backend", backends.params(per_isa=False), indirect=True)
+def test_opcheck(backend):
+    """Schema, fakes, autograd registration and AOT tracing of the op and its backward."""
+    backends.opcheck(opcheck_cases(backend))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", backends.params(("triton",), ("cuda",)), indirect=True)
+def test_tables_beyond_int32_offsets(backend):
+    """Rows that start past element 2**31 of the entity table (needs ~30 GB free on the GPU); the
+    cross-entropy over that table too."""
+    device, ops = backend.device, backend.ops
+    n, entities = 249, (1 << 31) // 498 + 64  # the last rows start past element 2**31
+    entity = torch.empty(entities, 2 * n, device=device).uniform_(-0.4, 0.4)
+    w = torch.empty(3, 2 * n, device=device).uniform_(-0.4, 0.4)
+    ent_idx = torch.tensor([entities - 1, entities - 40, 0], device=device)
+    rel_idx = torch.tensor([0, 2, 1], device=device)
+    args = (ent_idx, rel_idx, torch.full((3,), 13000.0, device=device), torch.ones(3, device=device))
+    spectrum = (torch.tensor(-3.0, device=device), torch.tensor(9.2, device=device), 12784.0)
+    q = ops.unrotated_query_indexed(entity, w, None, *args, *spectrum)
+    torch.testing.assert_close(q, reference.unrotated_query_indexed(entity, w, None, *args, *spectrum))
+    target = torch.tensor([entities - 1, entities - 2, 5], device=device)
+    with torch.no_grad():
+        loss = ops.cross_entropy_all(q, entity, target, "none")
+        want = torch.cat(
+            [reference.cross_entropy_all(q[i : i + 1], entity, target[i : i + 1], "none") for i in range(3)]
+        )
+    torch.testing.assert_close(loss, want, rtol=1e-4, atol=1e-4)

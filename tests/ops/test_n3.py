@@ -1,16 +1,19 @@
 """The N3 regulariser (``n3``, kinds ``l4`` and ``modulus3``) on every backend here
-(``tests/op_backends.py``) against the reference: forward and backward, float32 and bfloat16, odd
+(``tests/ops/backends.py``) against the reference: forward and backward, float32 and bfloat16, odd
 shapes, several tensors of any leading shape; float64 gradcheck; errors that name the input.
-Accuracy: ``tests/op_accuracy.py`` (elementwise powers summed in float32 or wider, rounded once)."""
+Accuracy: ``tests/accuracy.py`` (elementwise powers summed in float32 or wider, rounded once)."""
 
 from __future__ import annotations
 
-import op_backends
+import importlib
+
 import pytest
 import torch
-from op_accuracy import check, randn
 
 from rotmem.ops import reference
+from tests.accuracy import check, randn
+from tests.ops import backends
+from tests.ops.backends import leaf
 
 DTYPES = [torch.float32, torch.bfloat16]
 KINDS = ["l4", "modulus3"]
@@ -56,9 +59,31 @@ def test_gradcheck_float64(backend, kind):
     assert torch.autograd.gradcheck(lambda a, b: backend.ops.n3([a, b], kind), (a, b), fast_mode=fast)
 
 
-@pytest.mark.parametrize("backend", op_backends.params(("triton",)), indirect=True)
+@pytest.mark.parametrize("backend", backends.params(("triton",)), indirect=True)
 def test_n3_errors_name_the_input(backend):
     with pytest.raises(ValueError, match="unknown regulariser kind 'l3'"):
         backend.ops.n3([torch.zeros(2, 4, device=backend.device)], kind="l3")
     with pytest.raises(ValueError, match="at least one tensor"):
         backend.ops.n3([])
+
+
+def opcheck_cases(backend) -> dict[str, tuple]:
+    """``{name: (op, args)}`` of the backend's operators, both kinds."""
+    x, grad = leaf(4, 8, device=backend.device), torch.tensor(2.0, device=backend.device)
+    cases = {}
+    for kind in ("l4", "modulus3"):
+        if backend.name == "native":
+            ops, forward_args = torch.ops.rotmem, (x, kind)
+            forward, backward = ops.n3.default, ops.n3_backward.default
+        else:
+            kernels = importlib.import_module("rotmem.ops.triton.n3")
+            forward, backward, forward_args = kernels._n3, kernels._n3_backward, (x, kind == "modulus3")
+        cases[f"n3:{kind}"] = (forward, forward_args)
+        cases[f"n3_backward:{kind}"] = (backward, (grad, *forward_args))
+    return cases
+
+
+@pytest.mark.parametrize("backend", backends.params(per_isa=False), indirect=True)
+def test_opcheck(backend):
+    """Schema, fakes, autograd registration and AOT tracing of the op and its backward."""
+    backends.opcheck(opcheck_cases(backend))

@@ -1,8 +1,7 @@
-// CUDA kernels of the rotation ops: rotate, unrotated_query and the fused, indexed query.
-// One thread per complex pair (grid-stride); sines and cosines in float (double for double).
-// The indexed query computes theta = alpha * s * (tau - tau0) * omega_j in registers, and its
-// backward adds the relation rows' gradients straight into float (double) copies of the tables
-// with atomics (no [B, 2n] buffer), rounded to the tables' dtype once.
+// CUDA kernels of the fused, indexed query unrotated_query_indexed and its backward. The forward
+// runs one thread per complex pair (grid-stride) and computes theta = alpha * s * (tau - tau0) *
+// omega_j in registers; the backward adds the relation rows' gradients straight into float
+// (double) copies of the tables with atomics (no [B, 2n] buffer), rounded to the tables' dtype once.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/Atomic.cuh>
@@ -17,83 +16,10 @@ namespace {
 
 using cuda::grid_for;
 using cuda::kThreads;
+using cuda::maybe;
+using cuda::maybe_mut;
 using cuda::sin_cos;
 
-template <typename scalar_t>
-__global__ void rotate_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ theta,
-                              scalar_t* __restrict__ y, int64_t rows, int64_t n) {
-  using acc_t = at::opmath_type<scalar_t>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / n, j = i - r * n, re = r * 2 * n + j, im = re + n;
-    acc_t s, c, y_re, y_im;
-    sin_cos(static_cast<acc_t>(theta[i]), s, c);
-    rotate_pair<acc_t>(x[re], x[im], c, s, y_re, y_im);
-    y[re] = y_re;
-    y[im] = y_im;
-  }
-}
-
-template <typename scalar_t>
-__global__ void rotate_backward_kernel(const scalar_t* __restrict__ grad, const scalar_t* __restrict__ x,
-                                       const scalar_t* __restrict__ theta, scalar_t* __restrict__ grad_x,
-                                       scalar_t* __restrict__ grad_theta, int64_t rows, int64_t n) {
-  using acc_t = at::opmath_type<scalar_t>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / n, j = i - r * n, re = r * 2 * n + j, im = re + n;
-    acc_t s, c, dx_re, dx_im, dtheta;
-    sin_cos(static_cast<acc_t>(theta[i]), s, c);
-    rotate_pair_backward<acc_t>(grad[re], grad[im], x[re], x[im], c, s, dx_re, dx_im, dtheta);
-    grad_x[re] = dx_re;
-    grad_x[im] = dx_im;
-    grad_theta[i] = dtheta;
-  }
-}
-
-template <typename scalar_t>
-__global__ void query_kernel(const scalar_t* __restrict__ h, const scalar_t* __restrict__ w,
-                             const scalar_t* __restrict__ w_hat, const scalar_t* __restrict__ theta,
-                             scalar_t* __restrict__ q, int64_t rows, int64_t n) {
-  using acc_t = at::opmath_type<scalar_t>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / n, j = i - r * n, re = r * 2 * n + j, im = re + n;
-    acc_t s, c, q_re, q_im;
-    sin_cos(static_cast<acc_t>(theta[i]), s, c);
-    const acc_t rho_re = w_hat ? acc_t(w[re]) * acc_t(w_hat[re]) : acc_t(w[re]);
-    const acc_t rho_im = w_hat ? acc_t(w[im]) * acc_t(w_hat[im]) : acc_t(w[im]);
-    query_pair<acc_t>(h[re], h[im], rho_re, rho_im, c, s, q_re, q_im);
-    q[re] = q_re;
-    q[im] = q_im;
-  }
-}
-
-template <typename scalar_t>
-__global__ void query_backward_kernel(const scalar_t* __restrict__ grad, const scalar_t* __restrict__ h,
-                                      const scalar_t* __restrict__ w, const scalar_t* __restrict__ w_hat,
-                                      const scalar_t* __restrict__ theta, scalar_t* __restrict__ grad_h,
-                                      scalar_t* __restrict__ grad_w, scalar_t* __restrict__ grad_w_hat,
-                                      scalar_t* __restrict__ grad_theta, int64_t rows, int64_t n) {
-  using acc_t = at::opmath_type<scalar_t>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / n, j = i - r * n, re = r * 2 * n + j, im = re + n;
-    acc_t s, c;
-    sin_cos(static_cast<acc_t>(theta[i]), s, c);
-    const acc_t w_re = w[re], w_im = w[im];
-    const acc_t v_re = w_hat ? acc_t(w_hat[re]) : acc_t(1), v_im = w_hat ? acc_t(w_hat[im]) : acc_t(1);
-    const QueryPairGrad<acc_t> d = query_pair_backward<acc_t>(grad[re], grad[im], h[re], h[im], w_re * v_re,
-                                                              w_im * v_im, c, s);
-    grad_h[re] = d.h_re;
-    grad_h[im] = d.h_im;
-    grad_w[re] = d.rho_re * v_re;
-    grad_w[im] = d.rho_im * v_im;
-    if (grad_w_hat) {
-      grad_w_hat[re] = d.rho_re * w_re;
-      grad_w_hat[im] = d.rho_im * w_im;
-    }
-    grad_theta[i] = d.theta;
-  }
-}
-
-// Angle of pair j of row b: alpha_b * s * (tau_b - tau0) * base^(-j/n), with the spectrum's clamps.
 template <typename acc_t>
 struct Angle {
   const acc_t* tau;
@@ -189,104 +115,6 @@ __global__ void indexed_query_backward_kernel(const scalar_t* __restrict__ grad,
     s1[b] = sum1;
     s2[b] = sum2;
   }
-}
-
-template <typename scalar_t>
-const scalar_t* maybe(const at::Tensor& t) {
-  return t.defined() ? t.const_data_ptr<scalar_t>() : nullptr;
-}
-
-template <typename scalar_t>
-scalar_t* maybe_mut(at::Tensor& t) {
-  return t.defined() && t.numel() > 0 ? t.mutable_data_ptr<scalar_t>() : nullptr;
-}
-
-// ---------------------------------------------------------------------------------------------
-at::Tensor rotate_cuda(const at::Tensor& x_in, const at::Tensor& theta_in) {
-  const c10::cuda::CUDAGuard guard(cuda::device_of("rotmem::rotate", {{"x", &x_in}, {"theta", &theta_in}}));
-  check_rows("rotmem::rotate", x_in, theta_in, "x");
-  const at::Tensor x = x_in.contiguous(), theta = theta_in.contiguous();
-  const int64_t rows = theta.size(0), n = theta.size(1);
-  at::Tensor y = at::empty_like(x);
-  if (rows * n == 0) return y;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "rotmem::rotate", [&] {
-    rotate_kernel<scalar_t><<<grid_for(rows * n), kThreads, 0, cuda::stream()>>>(
-        x.const_data_ptr<scalar_t>(), theta.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), rows, n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
-  return y;
-}
-
-std::tuple<at::Tensor, at::Tensor> rotate_backward_cuda(const at::Tensor& grad_in, const at::Tensor& x_in,
-                                                         const at::Tensor& theta_in) {
-  const c10::cuda::CUDAGuard guard(
-      cuda::device_of("rotmem::rotate_backward", {{"grad", &grad_in}, {"x", &x_in}, {"theta", &theta_in}}));
-  check_rows("rotmem::rotate_backward", x_in, theta_in, "x");
-  check_same("rotmem::rotate_backward", x_in, "x", grad_in, "grad");
-  const at::Tensor grad = grad_in.contiguous(), x = x_in.contiguous(), theta = theta_in.contiguous();
-  const int64_t rows = theta.size(0), n = theta.size(1);
-  at::Tensor grad_x = at::empty_like(x), grad_theta = at::empty_like(theta);
-  if (rows * n == 0) return {grad_x, grad_theta};
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "rotmem::rotate_backward", [&] {
-    rotate_backward_kernel<scalar_t><<<grid_for(rows * n), kThreads, 0, cuda::stream()>>>(
-        grad.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), theta.const_data_ptr<scalar_t>(),
-        grad_x.mutable_data_ptr<scalar_t>(), grad_theta.mutable_data_ptr<scalar_t>(), rows, n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
-  return {grad_x, grad_theta};
-}
-
-at::Tensor unrotated_query_cuda(const at::Tensor& h_in, const at::Tensor& w_in,
-                                const std::optional<at::Tensor>& w_hat_in, const at::Tensor& theta_in) {
-  const char* op = "rotmem::unrotated_query";
-  const c10::cuda::CUDAGuard guard(cuda::device_of(
-      op, {{"h", &h_in}, {"w", &w_in}, {"w_hat", w_hat_in ? &*w_hat_in : nullptr}, {"theta", &theta_in}}));
-  check_rows(op, h_in, theta_in, "h");
-  check_same(op, h_in, "h", w_in, "w");
-  if (w_hat_in) check_same(op, h_in, "h", *w_hat_in, "w_hat");
-  const at::Tensor h = h_in.contiguous(), w = w_in.contiguous(), theta = theta_in.contiguous();
-  const at::Tensor w_hat = w_hat_in ? w_hat_in->contiguous() : at::Tensor();
-  const int64_t rows = theta.size(0), n = theta.size(1);
-  at::Tensor q = at::empty_like(h);
-  if (rows * n == 0) return q;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, h.scalar_type(), "rotmem::unrotated_query", [&] {
-    query_kernel<scalar_t><<<grid_for(rows * n), kThreads, 0, cuda::stream()>>>(
-        h.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), maybe<scalar_t>(w_hat),
-        theta.const_data_ptr<scalar_t>(), q.mutable_data_ptr<scalar_t>(), rows, n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
-  return q;
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> unrotated_query_backward_cuda(
-    const at::Tensor& grad_in, const at::Tensor& h_in, const at::Tensor& w_in, const std::optional<at::Tensor>& w_hat_in,
-    const at::Tensor& theta_in) {
-  const char* op = "rotmem::unrotated_query_backward";
-  const c10::cuda::CUDAGuard guard(cuda::device_of(op, {{"grad", &grad_in},
-                                                        {"h", &h_in},
-                                                        {"w", &w_in},
-                                                        {"w_hat", w_hat_in ? &*w_hat_in : nullptr},
-                                                        {"theta", &theta_in}}));
-  check_rows(op, h_in, theta_in, "h");
-  check_same(op, h_in, "h", w_in, "w");
-  check_same(op, h_in, "h", grad_in, "grad");
-  if (w_hat_in) check_same(op, h_in, "h", *w_hat_in, "w_hat");
-  const at::Tensor grad = grad_in.contiguous(), h = h_in.contiguous(), w = w_in.contiguous();
-  const at::Tensor theta = theta_in.contiguous();
-  const at::Tensor w_hat = w_hat_in ? w_hat_in->contiguous() : at::Tensor();
-  const int64_t rows = theta.size(0), n = theta.size(1);
-  at::Tensor grad_h = at::empty_like(h), grad_w = at::empty_like(w), grad_theta = at::empty_like(theta);
-  at::Tensor grad_w_hat = w_hat.defined() ? at::empty_like(w_hat) : h.new_empty({0});
-  if (rows * n == 0) return {grad_h, grad_w, grad_w_hat, grad_theta};
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, h.scalar_type(), "rotmem::unrotated_query_backward", [&] {
-    query_backward_kernel<scalar_t><<<grid_for(rows * n), kThreads, 0, cuda::stream()>>>(
-        grad.const_data_ptr<scalar_t>(), h.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
-        maybe<scalar_t>(w_hat), theta.const_data_ptr<scalar_t>(), grad_h.mutable_data_ptr<scalar_t>(),
-        grad_w.mutable_data_ptr<scalar_t>(), maybe_mut<scalar_t>(grad_w_hat), grad_theta.mutable_data_ptr<scalar_t>(),
-        rows, n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
-  return {grad_h, grad_w, grad_w_hat, grad_theta};
 }
 
 // The device of the indexed query's inputs (``grad`` too in the backward), every one checked.
@@ -393,10 +221,6 @@ unrotated_query_indexed_backward_cuda(const at::Tensor& grad_in, const at::Tenso
 }  // namespace
 
 TORCH_LIBRARY_IMPL(rotmem, CUDA, m) {
-  m.impl("rotate", &rotate_cuda);
-  m.impl("rotate_backward", &rotate_backward_cuda);
-  m.impl("unrotated_query", &unrotated_query_cuda);
-  m.impl("unrotated_query_backward", &unrotated_query_backward_cuda);
   m.impl("unrotated_query_indexed", &unrotated_query_indexed_cuda);
   m.impl("unrotated_query_indexed_backward", &unrotated_query_indexed_backward_cuda);
 }

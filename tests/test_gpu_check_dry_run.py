@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import icews_dir
+
+from tests.conftest import icews_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ("build", "env", "tests", "eval", "epoch", "kernels")

@@ -15,7 +15,7 @@ from rotmem.ops import native
 def load_setup():
     """``setup.py`` as a module (its ``setup()`` runs only as a script)."""
     spec = importlib.util.spec_from_file_location(
-        "rotmem_setup", Path(__file__).resolve().parents[1] / "setup.py"
+        "rotmem_setup", Path(__file__).resolve().parents[2] / "setup.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,14 +1,15 @@
 """``score_all`` (``q [B, 2n] @ entity[N, 2n]^T``, the evaluation's scores against every entity) on
-every backend here (``tests/op_backends.py``; one BLAS or cuBLAS product, so the native CPU backend
+every backend here (``tests/ops/backends.py``; one BLAS or cuBLAS product, so the native CPU backend
 runs once, not per instruction set): scores and both gradients, float32 and bfloat16, shapes down to
 one row, one entity, one complex pair, and past any tile or vector width."""
 
 from __future__ import annotations
 
-import op_backends
 import pytest
 import torch
-from op_accuracy import randn
+
+from tests.accuracy import randn
+from tests.ops import backends
 
 DTYPES = [torch.float32, torch.bfloat16]
 # (B, N, n): one row, one entity, one complex pair, and odd sizes past any tile or vector width.
@@ -32,7 +33,7 @@ def check_product(got, a, b, dtype, name):
     assert excess.max() <= 0, f"{name} {dtype}: error exceeds its bound by {excess.max().item():.3g}"
 
 
-@pytest.mark.parametrize("backend", op_backends.params(per_isa=False), indirect=True)
+@pytest.mark.parametrize("backend", backends.params(per_isa=False), indirect=True)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("batch, entities, n", SHAPES)
 def test_score_all(backend, dtype, batch, entities, n):
@@ -50,7 +51,7 @@ def test_score_all(backend, dtype, batch, entities, n):
     check_product(grad_e, grad.t(), q, dtype, "score_all grad[entity]")
 
 
-@pytest.mark.parametrize("backend", op_backends.params(per_isa=False), indirect=True)
+@pytest.mark.parametrize("backend", backends.params(per_isa=False), indirect=True)
 def test_score_all_names_mismatched_widths(backend):
     q, entity = torch.zeros(2, 6, device=backend.device), torch.zeros(4, 8, device=backend.device)
     with pytest.raises((ValueError, RuntimeError), match=r"6.*8|8.*6"):

@@ -80,3 +80,34 @@ def params(
     if not per_isa:
         cases = [b for b in cases if b.isa is None] + [Backend("native", "cpu")]
     return [pytest.param(b, id=str(b)) for b in cases if b.name in names and b.device in devices]
+
+
+def opcheck(cases: dict[str, tuple]) -> None:
+    """``torch.library.opcheck`` of every case ``{name: (op, args)}`` (schema, fake implementation,
+    autograd registration, AOT tracing): float inputs of a differentiable op require grad (so its
+    autograd registration and backward are checked), a ``*_backward`` op's are detached. A name
+    ending in ``:sparse_grad`` skips the AOT checks: a traced backward gives the dense gradient by
+    design (compiled graphs take no sparse tensors), so eager (sparse) and AOT (dense) layouts
+    differ there; ``tests/test_sparse_grad.py`` checks that their values agree."""
+    failed = {}
+    for name, (op, args) in cases.items():
+        backward = name.split(":")[0].endswith("_backward")
+        if backward:
+            args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+        needs_grad = any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+        assert needs_grad != backward, f"{name}: inputs must require grad exactly for differentiable ops"
+        sparse = name.endswith(":sparse_grad")
+        utils = [u for u in torch.library._OPCHECK_DEFAULT_UTILS if not (sparse and "aot" in u)]
+        result = torch.library.opcheck(op, args, test_utils=utils)
+        verdicts = {test: verdict for test, verdict in result.items() if verdict != "SUCCESS"}
+        if verdicts:
+            failed[name] = verdicts
+    assert not failed, failed
+
+
+def leaf(*shape, device="cpu", dtype=torch.float32, scale=1.0, seed=0, grad=True) -> torch.Tensor:
+    """Seeded normal values (drawn in float64 on the CPU) in ``dtype`` on ``device``, a leaf that
+    requires grad when ``grad``."""
+    g = torch.Generator().manual_seed(seed)
+    t = (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(device=device, dtype=dtype)
+    return t.requires_grad_(grad)

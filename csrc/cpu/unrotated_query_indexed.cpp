@@ -1,7 +1,6 @@
-// CPU kernels of the rotation ops: rotate, unrotated_query and the fused, indexed unrotated query.
-// Rows run in parallel (at::parallel_for, OpenMP); sines and cosines are computed on the fly in
-// float (double for double inputs), a block of kSinCosBlock pairs at a time into stack buffers
-// (sin_cos.h, vectorised), so no angle, cos or sin tensor is ever stored.
+// CPU kernels of the fused, indexed query unrotated_query_indexed and its backward: gathers rows,
+// computes theta = alpha * s * (tau - tau0) * omega_j on the fly, and builds q. Only omega [n] is
+// precomputed (once per call). Rows run in parallel (at::parallel_for, OpenMP).
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -9,206 +8,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <vector>
 
 #include "../checks.h"
 #include "../pair_math.h"
-#include "sin_cos.h"
+#include "rotation.h"
 
 namespace rotmem {
 namespace {
 
+using cpu::for_each_pair_scaled;
 using cpu::kSinCosBlock;
-
-// Sines and cosines of one block of a row's pairs j0 .. j0 + k (k <= kSinCosBlock).
-template <typename acc_t>
-struct SinCosBlock {
-  acc_t t[kSinCosBlock] = {}, s[kSinCosBlock], c[kSinCosBlock];
-
-  // theta given as a tensor row, theta[0 .. k): read in place when it is a full float block.
-  template <typename scalar_t>
-  void of(const scalar_t* theta, int64_t k) {
-    if constexpr (std::is_same_v<scalar_t, acc_t>) {
-      if (k == kSinCosBlock) return cpu::sin_cos_block(theta, s, c);
-    }
-    for (int64_t i = 0; i < k; ++i) t[i] = static_cast<acc_t>(theta[i]);
-    cpu::sin_cos_block(t, s, c);
-  }
-};
-
-// pair(j, cos theta_j, sin theta_j) for every pair j < n of a row whose angles are theta[0 .. n).
-// The pairs of a block are independent, so the calls vectorise.
-template <typename acc_t, typename scalar_t, typename Pair>
-inline void for_each_pair(const scalar_t* theta, int64_t n, Pair&& pair) {
-  SinCosBlock<acc_t> sc;
-  for (int64_t j0 = 0; j0 < n; j0 += kSinCosBlock) {
-    const int64_t k = std::min(kSinCosBlock, n - j0);
-    sc.of(theta + j0, k);
-    _Pragma("omp simd") for (int64_t i = 0; i < k; ++i) pair(j0 + i, sc.c[i], sc.s[i]);
-  }
-}
-
-// The same for the fused query's theta_j = speed * omega_j (omega zero-padded to whole blocks).
-template <typename acc_t, typename Pair>
-inline void for_each_pair_scaled(acc_t speed, const acc_t* omega, int64_t n, Pair&& pair) {
-  acc_t s[kSinCosBlock], c[kSinCosBlock];
-  for (int64_t j0 = 0; j0 < n; j0 += kSinCosBlock) {
-    const int64_t k = std::min(kSinCosBlock, n - j0);
-    cpu::sin_cos_scaled_block(speed, omega + j0, s, c);
-    _Pragma("omp simd") for (int64_t i = 0; i < k; ++i) pair(j0 + i, c[i], s[i]);
-  }
-}
-
-// Rows per parallel task: about 4096 pairs of work each.
-int64_t row_grain(int64_t n) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)); }
-
-// ---------------------------------------------------------------------------------------------
-at::Tensor rotate_cpu(const at::Tensor& x_in, const at::Tensor& theta_in) {
-  check_rows("rotmem::rotate", x_in, theta_in, "x");
-  const at::Tensor x = x_in.contiguous(), theta = theta_in.contiguous();
-  const int64_t rows = theta.size(0), n = theta.size(1);
-  at::Tensor y = at::empty_like(x);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "rotmem::rotate", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* xp = x.const_data_ptr<scalar_t>();
-    const scalar_t* tp = theta.const_data_ptr<scalar_t>();
-    scalar_t* yp = y.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, rows, row_grain(n), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const scalar_t* xr = xp + r * 2 * n;
-        scalar_t* yr = yp + r * 2 * n;
-        for_each_pair<acc_t>(tp + r * n, n, [&](int64_t j, acc_t c, acc_t s) {
-          acc_t y_re, y_im;
-          rotate_pair<acc_t>(xr[j], xr[n + j], c, s, y_re, y_im);
-          yr[j] = y_re;
-          yr[n + j] = y_im;
-        });
-      }
-    });
-  });
-  return y;
-}
-
-std::tuple<at::Tensor, at::Tensor> rotate_backward_cpu(const at::Tensor& grad_in, const at::Tensor& x_in,
-                                                        const at::Tensor& theta_in) {
-  check_rows("rotmem::rotate_backward", x_in, theta_in, "x");
-  check_same("rotmem::rotate_backward", x_in, "x", grad_in, "grad");
-  const at::Tensor grad = grad_in.contiguous(), x = x_in.contiguous(), theta = theta_in.contiguous();
-  const int64_t rows = theta.size(0), n = theta.size(1);
-  at::Tensor grad_x = at::empty_like(x), grad_theta = at::empty_like(theta);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "rotmem::rotate_backward", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* gp = grad.const_data_ptr<scalar_t>();
-    const scalar_t* xp = x.const_data_ptr<scalar_t>();
-    const scalar_t* tp = theta.const_data_ptr<scalar_t>();
-    scalar_t* gxp = grad_x.mutable_data_ptr<scalar_t>();
-    scalar_t* gtp = grad_theta.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, rows, row_grain(n), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t o = r * 2 * n;
-        for_each_pair<acc_t>(tp + r * n, n, [&](int64_t j, acc_t c, acc_t s) {
-          acc_t dx_re, dx_im, dtheta;
-          rotate_pair_backward<acc_t>(gp[o + j], gp[o + n + j], xp[o + j], xp[o + n + j], c, s, dx_re,
-                                      dx_im, dtheta);
-          gxp[o + j] = dx_re;
-          gxp[o + n + j] = dx_im;
-          gtp[r * n + j] = dtheta;
-        });
-      }
-    });
-  });
-  return {grad_x, grad_theta};
-}
-
-// ---------------------------------------------------------------------------------------------
-at::Tensor unrotated_query_cpu(const at::Tensor& h_in, const at::Tensor& w_in, const std::optional<at::Tensor>& w_hat_in,
-                               const at::Tensor& theta_in) {
-  const char* op = "rotmem::unrotated_query";
-  check_rows(op, h_in, theta_in, "h");
-  check_same(op, h_in, "h", w_in, "w");
-  if (w_hat_in) check_same(op, h_in, "h", *w_hat_in, "w_hat");
-  const at::Tensor h = h_in.contiguous(), w = w_in.contiguous(), theta = theta_in.contiguous();
-  const at::Tensor w_hat = w_hat_in ? w_hat_in->contiguous() : at::Tensor();
-  const int64_t rows = theta.size(0), n = theta.size(1);
-  at::Tensor q = at::empty_like(h);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, h.scalar_type(), "rotmem::unrotated_query", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* hp = h.const_data_ptr<scalar_t>();
-    const scalar_t* wp = w.const_data_ptr<scalar_t>();
-    const scalar_t* vp = w_hat.defined() ? w_hat.const_data_ptr<scalar_t>() : nullptr;
-    const scalar_t* tp = theta.const_data_ptr<scalar_t>();
-    scalar_t* qp = q.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, rows, row_grain(n), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t o = r * 2 * n;
-        for_each_pair<acc_t>(tp + r * n, n, [&](int64_t j, acc_t c, acc_t s) {
-          acc_t q_re, q_im;
-          const acc_t rho_re = vp ? acc_t(wp[o + j]) * acc_t(vp[o + j]) : acc_t(wp[o + j]);
-          const acc_t rho_im = vp ? acc_t(wp[o + n + j]) * acc_t(vp[o + n + j]) : acc_t(wp[o + n + j]);
-          query_pair<acc_t>(hp[o + j], hp[o + n + j], rho_re, rho_im, c, s, q_re, q_im);
-          qp[o + j] = q_re;
-          qp[o + n + j] = q_im;
-        });
-      }
-    });
-  });
-  return q;
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> unrotated_query_backward_cpu(
-    const at::Tensor& grad_in, const at::Tensor& h_in, const at::Tensor& w_in, const std::optional<at::Tensor>& w_hat_in,
-    const at::Tensor& theta_in) {
-  const char* op = "rotmem::unrotated_query_backward";
-  check_rows(op, h_in, theta_in, "h");
-  check_same(op, h_in, "h", w_in, "w");
-  check_same(op, h_in, "h", grad_in, "grad");
-  if (w_hat_in) check_same(op, h_in, "h", *w_hat_in, "w_hat");
-  const at::Tensor grad = grad_in.contiguous(), h = h_in.contiguous(), w = w_in.contiguous();
-  const at::Tensor theta = theta_in.contiguous();
-  const at::Tensor w_hat = w_hat_in ? w_hat_in->contiguous() : at::Tensor();
-  const int64_t rows = theta.size(0), n = theta.size(1);
-  at::Tensor grad_h = at::empty_like(h), grad_w = at::empty_like(w), grad_theta = at::empty_like(theta);
-  at::Tensor grad_w_hat = w_hat.defined() ? at::empty_like(w_hat) : h.new_empty({0});
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, h.scalar_type(), "rotmem::unrotated_query", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    const scalar_t* gp = grad.const_data_ptr<scalar_t>();
-    const scalar_t* hp = h.const_data_ptr<scalar_t>();
-    const scalar_t* wp = w.const_data_ptr<scalar_t>();
-    const scalar_t* vp = w_hat.defined() ? w_hat.const_data_ptr<scalar_t>() : nullptr;
-    const scalar_t* tp = theta.const_data_ptr<scalar_t>();
-    scalar_t* ghp = grad_h.mutable_data_ptr<scalar_t>();
-    scalar_t* gwp = grad_w.mutable_data_ptr<scalar_t>();
-    scalar_t* gvp = vp ? grad_w_hat.mutable_data_ptr<scalar_t>() : nullptr;
-    scalar_t* gtp = grad_theta.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, rows, row_grain(n), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t o = r * 2 * n;
-        for_each_pair<acc_t>(tp + r * n, n, [&](int64_t j, acc_t c, acc_t s) {
-          const int64_t re = o + j, im = o + n + j;
-          const acc_t w_re = wp[re], w_im = wp[im];
-          const acc_t v_re = vp ? acc_t(vp[re]) : acc_t(1), v_im = vp ? acc_t(vp[im]) : acc_t(1);
-          const QueryPairGrad<acc_t> g = query_pair_backward<acc_t>(gp[re], gp[im], hp[re], hp[im], w_re * v_re,
-                                                                    w_im * v_im, c, s);
-          ghp[re] = g.h_re;
-          ghp[im] = g.h_im;
-          gwp[re] = g.rho_re * v_re;
-          gwp[im] = g.rho_im * v_im;
-          if (gvp) {
-            gvp[re] = g.rho_re * w_re;
-            gvp[im] = g.rho_im * w_im;
-          }
-          gtp[r * n + j] = g.theta;
-        });
-      }
-    });
-  });
-  return {grad_h, grad_w, grad_w_hat, grad_theta};
-}
-
-// ---------------------------------------------------------------------------------------------
-// The fused, indexed query: gathers rows, computes theta = alpha * s * (tau - tau0) * omega_j on
-// the fly, and builds q. Only omega [n] is precomputed (once per call).
+using cpu::row_grain;
 
 // omega_j = base^(-j/n), rounded exactly as reference.spectrum computes it in acc_t; zero-padded to
 // whole sine/cosine blocks.
@@ -403,10 +214,6 @@ unrotated_query_indexed_backward_cpu(const at::Tensor& grad_in, const at::Tensor
 }  // namespace
 
 TORCH_LIBRARY_IMPL(rotmem, CPU, m) {
-  m.impl("rotate", &rotate_cpu);
-  m.impl("rotate_backward", &rotate_backward_cpu);
-  m.impl("unrotated_query", &unrotated_query_cpu);
-  m.impl("unrotated_query_backward", &unrotated_query_backward_cpu);
   m.impl("unrotated_query_indexed", &unrotated_query_indexed_cpu);
   m.impl("unrotated_query_indexed_backward", &unrotated_query_indexed_backward_cpu);
 }

@@ -15,6 +15,7 @@ import torch
 
 from rotmem import ops
 from rotmem.models.romem import RoMem
+from rotmem.ops import native, reference
 from rotmem.ops.backend import BACKENDS, available
 
 # Triton on the CPU only runs interpreted, which compiled graphs cannot call into.
@@ -92,3 +93,72 @@ def test_compiled_code_follows_rotmem_backend_set_at_call_time(monkeypatch):
         torch.testing.assert_close(compiled(x), ops.n3([x]))
         assert ("rotmem.n3" in ran[-1]) == native_op_in_graph, f"{backend} ran:{ran[-1]}"
     assert len(compiled_graphs) == 2  # the second "torch" call reuses the first graph
+
+
+# --- the native ops inside a compiled step, against eager native and the reference ---------------
+
+
+def _leaf(*shape, scale=1.0, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).requires_grad_()
+
+
+def indexed_args(chronor=True, log_s=-1.0, log_base=2.0, batch=6, n=3, entities=5, relations=3):
+    g = torch.Generator().manual_seed(7)
+    return (
+        _leaf(entities, 2 * n, seed=1),
+        _leaf(relations, 2 * n, seed=2),
+        _leaf(relations, 2 * n, seed=3) if chronor else None,
+        torch.randint(0, entities, (batch,), generator=g),
+        torch.randint(0, relations, (batch,), generator=g),
+        (torch.rand(batch, generator=g, dtype=torch.float64) * 20).requires_grad_(),
+        torch.rand(batch, generator=g, dtype=torch.float64).requires_grad_(),
+        torch.tensor(log_s, dtype=torch.float64, requires_grad=True),
+        torch.tensor(log_base, dtype=torch.float64, requires_grad=True),
+        3.0,
+    )
+
+
+@pytest.mark.skipif(not native.is_available("cpu"), reason=native.unavailable_reason("cpu"))
+@pytest.mark.usefixtures("cpu_isa")
+def test_native_compiled_step_equals_eager():
+    """A training step (queries, fused CE, N3) compiled with fullgraph=True matches eager native.
+
+    Compiled and eager run the same kernels; only the glue around them (scaling, sums of the loss
+    terms) may round in another order: a few float32 ulp of values of order 1, so 1e-5. Against the
+    reference: the native-vs-torch differences of test_native_model.py (angles up to 20 rad here), 1e-4.
+    """
+    torch._dynamo.reset()
+    args = indexed_args(batch=12, n=5, entities=20, relations=4)
+    tables = [a.detach().float().requires_grad_() for a in args[:3]]
+    ent_idx, rel_idx = args[3], args[4]
+    tail = torch.randint(0, 20, (12,), generator=torch.Generator().manual_seed(3))
+    rest = [a.detach().float().requires_grad_() for a in args[5:9]]
+
+    def step(entity, w, w_hat, tau, alpha, log_s, log_base):
+        q = native.unrotated_query_indexed(
+            entity, w, w_hat, ent_idx, rel_idx, tau, alpha, log_s, log_base, 3.0
+        )
+        loss = native.cross_entropy_all(q, entity, tail) + 0.01 * native.n3([entity[ent_idx], w[rel_idx]])
+        return loss
+
+    def grads(fn):
+        inputs = [t.detach().clone().requires_grad_() for t in (*tables, *rest)]
+        loss = fn(*inputs)
+        return [loss, *torch.autograd.grad(loss, inputs)]
+
+    eager = grads(step)
+    compiled = grads(torch.compile(step, fullgraph=True, backend="aot_eager"))
+    for a, b in zip(eager, compiled, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    # and the same step with the reference agrees too
+    ref = grads(
+        lambda *t: (
+            reference.cross_entropy_all(
+                reference.unrotated_query_indexed(t[0], t[1], t[2], ent_idx, rel_idx, *t[3:], 3.0), t[0], tail
+            )
+            + 0.01 * reference.n3([t[0][ent_idx], t[1][rel_idx]])
+        )
+    )
+    for a, b in zip(eager, ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

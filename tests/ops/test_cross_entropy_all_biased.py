@@ -1,5 +1,5 @@
 """The biased 1-vs-all cross-entropy (``rotmem.ops.biased_cross_entropy``, built on the dispatched
-fused ops) against its reference, on every backend here (``tests/op_backends.py``, chosen through
+fused ops) against its reference, on every backend here (``tests/ops/backends.py``, chosen through
 ``ROTMEM_BACKEND``)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``filtered_rank_counts`` and ``target_scores``: the reference against a per-candidate loop, every
-backend here (``tests/op_backends.py``) against the reference, exactly.
+backend here (``tests/ops/backends.py``) against the reference, exactly.
 
 Exact equality is the right test here: queries and entities hold small integers, so every score is
 an integer far below 2**8 and every backend's products are exact in float32, float64 and bfloat16,
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 
-import op_backends
 import pytest
 import torch
 from hypothesis import given, settings
@@ -20,6 +19,7 @@ from hypothesis import strategies as st
 
 from rotmem.ops import ce_tiles, reference
 from rotmem.ops.rank_csr import check_filter_csr, csr_from_rows, permute_rows
+from tests.ops import backends
 
 DTYPES = [torch.float32, torch.float64, torch.bfloat16]
 
@@ -219,7 +219,7 @@ def test_a_target_outside_the_table_is_named(backend):
         backend.ops.filtered_rank_counts(q, entity, target, ptr, idx)
 
 
-@pytest.mark.parametrize("backend", op_backends.params(("native",), per_isa=False), indirect=True)
+@pytest.mark.parametrize("backend", backends.params(("native",), per_isa=False), indirect=True)
 def test_native_opcheck(backend):
     q, entity, target, ptr, idx = (t.to(backend.device) for t in problem(9, 30, 4))
     scores = reference.score_all(q, entity).gather(1, target[:, None]).squeeze(1)
@@ -231,7 +231,7 @@ def test_native_opcheck(backend):
         torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor"))
 
 
-@pytest.mark.parametrize("backend", op_backends.params(("native",), per_isa=False), indirect=True)
+@pytest.mark.parametrize("backend", backends.params(("native",), per_isa=False), indirect=True)
 def test_the_native_op_checks_its_filter_offsets_itself(backend):
     """Called directly (no Python wrapper), the op still refuses offsets past filter_idx."""
     q, entity, target, ptr, idx = (t.to(backend.device) for t in problem(4, 10, 2, filters=1))

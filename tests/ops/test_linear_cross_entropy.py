@@ -3,7 +3,7 @@ softmax gradient written in place) against the reference: forward and both gradi
 bfloat16, every reduction, one chunk or several, gradients made in the forward or recomputed in
 backward, ignored targets; float64 gradcheck; one-line errors; no host sync in a training call.
 
-Accuracy: ``tests/op_accuracy.py``'s bound. The extra roundings it is given are counted from the
+Accuracy: ``tests/accuracy.py``'s bound. The extra roundings it is given are counted from the
 arithmetic (the module's docstring): a gradient made in the forward and scaled by the output gradient
 in backward is rounded once more than the reference; the table's gradient summed over several chunks
 in float32 and rounded at the end, once more again.
@@ -14,10 +14,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from op_accuracy import check, randn
 
 from rotmem.ops import ce_tiles, reference
 from rotmem.ops import linear_cross_entropy as lce
+from tests.accuracy import check, randn
 
 CASES = [(1, 1, 2), (13, 70, 18), (16, 37, 66), (40, 1000, 34)]
 
