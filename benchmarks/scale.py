@@ -183,7 +183,7 @@ def train_section(args, write) -> None:
 
 def eval_one_size(entities: int, dim: int, k: int, test_facts: int) -> list[dict]:
     """Fused and eager evaluation of ``test_facts`` facts of a synthetic graph of ``entities``."""
-    from rotmem.cpu_memory import cpu_peak_bytes
+    from benchmarks.harness import cpu_peak_bytes
     from rotmem.data import TemporalKG
     from rotmem.data.large_synthetic import SyntheticGraph
     from rotmem.evaluation import FILTERS, evaluate_all
