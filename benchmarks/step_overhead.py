@@ -14,7 +14,7 @@ Variants, timed interleaved in one run (epoch by epoch, so the machine's drift h
 
 Per variant: the median milliseconds of the step (``training_step`` through the optimizer, Lightning's
 own hooks included) and of the batch's making (collate), and the host syncs of one step's forward and
-backward (``rotmem.host_syncs``). Writes ``<out-dir>/step_overhead.csv`` with the command that made it.
+backward (``rotmem.host_syncs``). Writes ``<out-dir>/step_overhead.csv`` (``benchmarks.runner``).
 
     python -m benchmarks.step_overhead                    # ~1 minute on 2 cores
     python -m benchmarks.step_overhead --epochs 1 --facts 2000 --out-dir /tmp/s   # smoke test
@@ -26,17 +26,16 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.step_overhead (from the checkout's root)")
 
 import argparse
-import csv
 import statistics
 import tempfile
 import time
 import warnings
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytorch_lightning as pl
 import torch
 
-from benchmarks.harness import command_line
+from benchmarks.runner import Benchmark, Row, add_threads, machine, spread
 from lightning_modules.kg_data import TemporalKGDataModule
 from lightning_modules.phase2 import Phase2Module
 from rotmem.data import TemporalKG
@@ -48,15 +47,6 @@ VARIANTS = ("counts-in-step", "counts-in-loader", "no-history")
 # the demo config's history (icews05-15-romem-complex-rules)
 HISTORY = HistorySpec(
     slot_windows=(1, 3, 7, 30, 90, 365), pair_windows=(1, 3, 7, 30), rule_windows=(0, 1, 2, 3, 5, 7, 14, 30)
-)
-COLUMNS = (
-    "variant",
-    "step_ms_median",
-    "step_ms_p20",
-    "step_ms_p80",
-    "batch_ms_median",
-    "syncs_per_step",
-    "steps",
 )
 
 
@@ -152,27 +142,21 @@ def syncs_per_step(variant: str, data, module) -> int:
     return syncs.total
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", type=int, default=8)
     parser.add_argument("--entities", type=int, default=100)
     parser.add_argument("--relations", type=int, default=20)
-    parser.add_argument(
-        "--facts", type=int, default=20000, help="training facts (batches per epoch: facts/batch)"
-    )
+    parser.add_argument("--facts", type=int, default=20000, help="training facts (batches: facts/batch)")
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--epochs", type=int, default=3, help="epochs per variant, interleaved")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--out-dir", default=str(Path(__file__).resolve().parent / "results"))
-    args = parser.parse_args(argv)
-    command = command_line("benchmarks.step_overhead", argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    add_threads(parser)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"some of {','.join(VARIANTS)}")
+
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
     variants = args.variants.split(",")
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        parser.error(f"unknown variants {unknown}; expected some of {','.join(VARIANTS)}")
+    if not set(variants) <= set(VARIANTS):
+        raise SystemExit(f"unknown variants {variants}; expected some of {','.join(VARIANTS)}")
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     kg = random_kg(args.entities, args.relations, args.facts, 4000, seed=0)
     built = {v: make(v, kg, args.dim, args.batch) for v in variants}
@@ -184,37 +168,14 @@ def main(argv: list[str] | None = None) -> int:
                 step_ms, batch_ms = run_epoch(v, *built[v], root)
                 steps[v] += step_ms
                 batches[v] += batch_ms
-    rows = []
     for v in variants:
-        times = sorted(steps[v])
-        rows.append(
-            {
-                "variant": v,
-                "step_ms_median": round(statistics.median(times), 3),
-                "step_ms_p20": round(times[len(times) // 5], 3),
-                "step_ms_p80": round(times[(4 * len(times)) // 5], 3),
-                "batch_ms_median": round(statistics.median(batches[v]), 3),
-                "syncs_per_step": syncs_per_step(v, *built[v]),
-                "steps": len(times),
-            }
-        )
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "step_overhead.csv"
-    with path.open("w", newline="") as f:
-        f.write(f"# {command}\n# threads {torch.get_num_threads()}\n")
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    for r in rows:
-        print(
-            f"{r['variant']:<18} step {r['step_ms_median']:8.3f} ms "
-            f"(p20 {r['step_ms_p20']}, p80 {r['step_ms_p80']})"
-            f"  batch {r['batch_ms_median']:8.3f} ms  syncs/step {r['syncs_per_step']}  ({r['steps']} steps)"
-        )
-    print(f"wrote {path}\nmade by: {command}")
-    return 0
+        yield {"variant": v, **spread(steps[v], prefix="step_ms", digits=3),
+               "batch_ms_median": round(statistics.median(batches[v]), 3),
+               "syncs_per_step": syncs_per_step(v, *built[v]), "steps": len(steps[v]),
+               "threads": machine()["threads"]}  # fmt: skip
 
+
+SPEC = Benchmark("step_overhead", __doc__, measure, add_arguments, out_dir=True)
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    SPEC.main()
