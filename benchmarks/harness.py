@@ -1,4 +1,5 @@
-"""What the kernel benchmarks share: the training step they time, and the CPU's peak memory.
+"""What the kernel and training benchmarks share: the training step they time, the CPU's peak memory,
+the demo config's history term and a quiet Lightning trainer.
 
 ``step`` is one Phase-2 objective as ``rotmem.losses`` computes it, for ``kernels.py`` (op ``step``)
 and ``native_step.py``. Not ``rotmem.training.phase2_loss``: that takes a model and the configured
@@ -19,6 +20,24 @@ from rotmem.ops.table_grad import gather_rows
 
 TAU0 = 12784.0  # 2005-01-01 in days since 1970-01-01: ICEWS05-15's first day
 REGULARIZER_WEIGHT = 0.01
+
+
+def demo_history():
+    """The history term of the demo config (icews05-15-romem-complex-rules)."""
+    from rotmem.models import HistorySpec
+
+    slots, pairs, rules = (1, 3, 7, 30, 90, 365), (1, 3, 7, 30), (0, 1, 2, 3, 5, 7, 14, 30)
+    return HistorySpec(slot_windows=slots, pair_windows=pairs, rule_windows=rules)
+
+
+def quiet_trainer(root: str, **settings):
+    """A Lightning trainer without logger, checkpoints, progress bar, summary or validation, on one
+    device (``settings`` override: ``max_epochs``, ``accelerator``, ``callbacks``, ...)."""
+    import pytorch_lightning as pl
+
+    quiet = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, limit_val_batches=0)
+    quiet |= dict(enable_model_summary=False, default_root_dir=root, devices=1, accelerator="cpu")
+    return pl.Trainer(**(quiet | settings))
 
 
 def step(ops, entity, w, w_hat, alpha_logit, log_s, log_base, h, r, t, tau, sparse=None) -> torch.Tensor:

@@ -26,19 +26,17 @@ from collections.abc import Iterator
 import pytorch_lightning as pl
 import torch
 
+from benchmarks.harness import demo_history, quiet_trainer
 from benchmarks.runner import Benchmark, Row
 from lightning_modules.kg_data import TemporalKGDataModule
 from lightning_modules.phase2 import Phase2Module
 from rotmem import load_dataset
 from rotmem.evaluation import evaluate_all
-from rotmem.models import HistorySpec, RoMemComplEx
+from rotmem.models import RoMemComplEx
 
 PRECISIONS = ("32-true", "tf32", "bf16-mixed")
 # the demo config's family (icews05-15-romem-complex-rules) at a rank the CPU trains in minutes
 FAMILY = dict(speed="constant", init_scale=0.01, init_s=1.0, init_base=10000.0)
-HISTORY = HistorySpec(
-    slot_windows=(1, 3, 7, 30, 90, 365), pair_windows=(1, 3, 7, 30), rule_windows=(0, 1, 2, 3, 5, 7, 14, 30)
-)
 
 
 def train_and_evaluate(kg, precision: str, rank: int, epochs: int, accelerator: str, root: str) -> dict:
@@ -50,29 +48,19 @@ def train_and_evaluate(kg, precision: str, rank: int, epochs: int, accelerator: 
     )
     module = Phase2Module(
         family,
-        history=HISTORY,
+        history=demo_history(),
         regularizer="modulus3",
         regularizer_weight=1e-3,
         smoothness_weight=1.0,
         time_weight=0.0,
     )
-    trainer = pl.Trainer(
-        max_epochs=epochs,
-        precision="32-true" if precision == "tf32" else precision,
-        accelerator=accelerator,
-        devices=1,
-        default_root_dir=root,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-    )
+    precision = "32-true" if precision == "tf32" else precision
+    trainer = quiet_trainer(root, max_epochs=epochs, precision=precision, accelerator=accelerator)
     trainer.fit(module, datamodule=data)
     metrics = evaluate_all(module.model, kg, "test")
     aware, static = metrics["time-aware/realistic"], metrics["static/realistic"]
     return {
-        "precision": precision,
+        "precision": "tf32" if torch.backends.cuda.matmul.allow_tf32 else precision,
         "rank": rank,
         "epochs": epochs,
         "train_facts": kg.train.shape[0],

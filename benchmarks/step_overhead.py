@@ -35,19 +35,16 @@ from collections.abc import Iterator
 import pytorch_lightning as pl
 import torch
 
+from benchmarks.harness import demo_history, quiet_trainer
 from benchmarks.runner import Benchmark, Row, add_threads, machine, spread
 from lightning_modules.kg_data import TemporalKGDataModule
 from lightning_modules.phase2 import Phase2Module
 from rotmem.data import TemporalKG
 from rotmem.host_syncs import HostSyncCounter
 from rotmem.losses import one_vs_all_loss
-from rotmem.models import HistorySpec, RoMemComplEx
+from rotmem.models import RoMemComplEx
 
 VARIANTS = ("counts-in-step", "counts-in-loader", "no-history")
-# the demo config's history (icews05-15-romem-complex-rules)
-HISTORY = HistorySpec(
-    slot_windows=(1, 3, 7, 30, 90, 365), pair_windows=(1, 3, 7, 30), rule_windows=(0, 1, 2, 3, 5, 7, 14, 30)
-)
 
 
 def random_kg(entities: int, relations: int, facts: int, days: int, seed: int) -> TemporalKG:
@@ -81,7 +78,7 @@ class StepTimer(pl.Callback):
 
 def make(variant: str, kg: TemporalKG, dim: int, batch: int) -> tuple[TemporalKGDataModule, Phase2Module]:
     data = TemporalKGDataModule(kg=kg, batch_size=batch, num_negative_times=0, drop_last=True)
-    history = None if variant == "no-history" else HISTORY
+    history = None if variant == "no-history" else demo_history()
     torch.manual_seed(0)
     family = RoMemComplEx(
         data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=dim
@@ -96,18 +93,7 @@ def run_epoch(variant: str, data, module, root: str) -> tuple[list[float], list[
     """One epoch through Lightning: the steps' and the batches' milliseconds (the first step, which
     checks the days' range once, left out)."""
     timer = StepTimer()
-    trainer = pl.Trainer(
-        max_epochs=1,
-        default_root_dir=root,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        callbacks=[timer],
-        accelerator="cpu",
-        devices=1,
-    )
+    trainer = quiet_trainer(root, max_epochs=1, callbacks=[timer])
     make_batch = data.make_batch
     batch_ms: list[float] = []
 
