@@ -182,7 +182,8 @@ class Benchmark:
     benchmark's own options. ``summarize(rows)`` returns lines printed and put above the markdown table
     (ratios, means); ``plot(rows, path)`` draws ``path`` (a ``.png``). ``columns``: the markdown
     table's columns (default: all but ``command`` and ``commit``). ``out_dir``: the option is
-    ``--out-dir`` (the CSV ``<out-dir>/<csv_name>.csv``) instead of ``--out``; ``csv_name`` may be a
+    ``--out-dir`` (the CSV ``<out-dir>/<csv_name>.csv``; default ``results/``, or ``out_dir`` when
+    a path) instead of ``--out``; ``csv_name`` may be a
     function of the arguments. ``partial``: rewrite the CSV after every row (a run stopped at a time
     limit keeps what it measured). ``empty_ok``: measuring nothing is no error. Lines that ``measure``
     appends to ``args.notes`` (failures, skips) follow the summary.
@@ -197,7 +198,7 @@ class Benchmark:
     columns: Sequence[str] | None = None
     csv_name: str | Callable[[argparse.Namespace], str] | None = None
     env: Sequence[str] = ("OMP_NUM_THREADS",)
-    out_dir: bool = False
+    out_dir: bool | Path = False
     partial: bool = False
     empty_ok: bool = False
 
@@ -224,7 +225,8 @@ class Benchmark:
         if self.add_arguments is not None:
             self.add_arguments(parser)
         if self.out_dir:
-            parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the CSV goes")
+            folder = RESULTS if self.out_dir is True else self.out_dir
+            parser.add_argument("--out-dir", type=Path, default=folder, help="where the CSV goes")
         else:
             parser.add_argument(
                 "--out", type=Path, default=self.default_out, help="the CSV (default: %(default)s)"
