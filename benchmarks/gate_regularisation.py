@@ -27,7 +27,7 @@ relation strings' (anchored) speeds with their mined change rate over relations 
 >= 20 pairs; and the spread of relation speeds (std, min, max), since shrinking every speed
 towards one value also shrinks every gap: ``heldout_max_over_alpha_max`` is the max gap in units
 of the fastest relation's speed, a figure that squeezing every speed by one factor leaves as it is.
-Writes ``benchmarks/results/gate_regularisation.csv``.
+Writes ``benchmarks/results/gate_regularisation.csv`` (``benchmarks.runner``).
 
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_regularisation
 """
@@ -39,15 +39,14 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import torch
 import yaml
 from scipy.stats import spearmanr
 
-from benchmarks.harness import write_rows
+from benchmarks.runner import Benchmark, Row
 from lightning_modules.phase1_gate import GatePretrainModule, GateTransitionData
 from rotmem import configs
 from rotmem.gate import SemanticSpeedGate, mine_transitions
@@ -56,7 +55,6 @@ from rotmem.gate.encoder import RelationEncoder
 from rotmem.gate.loss import change_probability, weighted_bce
 from rotmem.gate.speed_gate import relation_sentences
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SMOOTHING_TEMPERATURE = 0.05  # the anchored speeds' T on the packaged gate (leave-one-out choice)
 
 
@@ -107,15 +105,13 @@ def heldout_gaps(alpha_held, alpha_rel, heldout, relations) -> list[float]:
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weight-decay", type=float, nargs="+", default=[0.0, 0.1, 0.3, 1.0])
     parser.add_argument("--smoothing", type=float, nargs="*", default=[1.0, 3.0, 10.0, 30.0])
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    given = sys.argv[1:] if argv is None else argv
-    command = " ".join(["python -m benchmarks.gate_regularisation", *given])
+
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
     torch.set_num_threads(1)  # tiny matrices: threads only add synchronisation (phase1_gate docs)
     config = yaml.safe_load(configs.resolve("gate-icews05-15").read_text())
     data_args = {k: v for k, v in config["data"].items() if k not in ("dataset", "data_dir")}
@@ -142,7 +138,6 @@ def main(argv: list[str] | None = None) -> int:
     settings = [(augment, decay, 0.0) for augment in (False, True) for decay in args.weight_decay]
     settings += [(False, 0.0, weight) for weight in args.smoothing]
 
-    rows = []
     for augment, weight_decay, smoothing in settings:
         t0 = time.perf_counter()
         penalty = (smoothing, leave_one_out, anchor_relation) if smoothing else None
@@ -175,11 +170,10 @@ def main(argv: list[str] | None = None) -> int:
             alpha_std=round(float(anchored_rel.std()), 4), alpha_min=round(float(anchored_rel.min()), 4),
             alpha_max=round(float(anchored_rel.max()), 4), seconds=round(time.perf_counter() - t0, 1),
         )  # fmt: skip
-        print(row, flush=True)
-        rows.append(row)
-    write_rows(args.out / "gate_regularisation.csv", rows, command)
-    return 0
+        yield row
 
+
+SPEC = Benchmark("gate_regularisation", __doc__, measure, add_arguments)
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    SPEC.main()
