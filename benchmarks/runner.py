@@ -79,10 +79,11 @@ def write_csv(path: Path, rows: Sequence[Row], command: str, commit: str) -> Non
         writer.writerows({**row, "command": command, "commit": commit} for row in rows)
 
 
-def read_csv(path: Path) -> list[dict[str, str]]:
-    """The rows of a CSV the runner wrote (values as strings)."""
+def read_csv(path: Path, comments: bool = False) -> list[dict[str, str]]:
+    """The rows of a CSV the runner wrote (values as strings); ``comments``: skip lines that start with
+    ``#`` (the CSVs written before the runner)."""
     with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
+        return list(csv.DictReader(line for line in handle if not (comments and line.startswith("#"))))
 
 
 def markdown_table(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
