@@ -1,35 +1,19 @@
 """Time and measure the memory of every RoMem op, and of one whole training step, per backend.
 
-Providers: ``eager`` (``rotmem.ops.reference``), ``compile`` (``torch.compile`` of the reference),
-``native`` (csrc, when built for the device), ``triton`` (CUDA only), and for the cross-entropy and
-the step only ``linear`` (the chunked cuBLAS/BLAS cross-entropy the native backend runs on CUDA),
-``liger`` (Liger-Kernel's fused linear cross-entropy) and ``cce`` (Cut Cross-Entropy), both GPU-only
-(``benchmarks.ce_providers``: eager ops around the provider's cross-entropy). Precisions: float32,
-``tf32`` (float32 tensors, TensorFloat-32 products on a GPU) and bfloat16. Modes: ``forward``
-(without autograd, as in evaluation), ``backward`` (a forward that records the graph runs untimed
-before it) and ``forward+backward``. A fused cross-entropy that needs gradients computes them in
-its forward sweep when the table is small (``rotmem.ops.ce_tiles``), so its ``backward`` is
-nearly free and only ``forward+backward`` compares it fairly. Shapes: ICEWS05-15
-(B = 1000, n = 249, N = 10,488, R = 251) and a large graph (N = 1,000,000, B = 4,096; on the CPU
-a smaller batch, ``--large-batch``, and only the fused cross-entropy by default).
+Providers ``eager`` (``rotmem.ops.reference``), ``compile`` (``torch.compile`` of it), ``native``,
+``triton`` (CUDA only) and, for the cross-entropy and the step, ``linear``, ``liger``, ``cce``
+(``benchmarks.ce_providers``); precisions float32, ``tf32`` (GPU) and bfloat16; modes ``forward``
+(no autograd), ``backward`` (after an untimed forward) and ``forward+backward`` (the only fair one
+for a cross-entropy that computes its gradients in the forward sweep, ``rotmem.ops.ce_tiles``).
+Shapes: ICEWS05-15, a large graph (N = 1M), ``rotate`` beside a copy for GB/s. Peak memory: growth
+above the inputs during one run (GPU: ``max_memory_allocated``; CPU: the profiler's allocator
+events). Providers run interleaved, rep by rep: on a shared CPU only ratios are comparable. The
+issue's targets (rotate's GB/s, the ICEWS05-15 step, the large graph's CE) come first per dtype; a
+provider that raises on an op is dropped from it with a ``FAILED`` line (exit code 1).
+Writes ``<out-dir>/kernels_<device>.csv``, ``.md`` (the ratios against eager) and ``.png``.
 
-Writes ``<out-dir>/kernels_<device>.csv`` (op, mode, provider, shape, dtype, device, threads,
-ms_median, ms_p20, ms_p80, peak_mem_mb, gb_per_s), a summary of the ratios against eager
-(``kernels_<device>.txt``) and a chart (``kernels_<device>.png``); prints the command that made it.
-
-Peak memory is the growth of allocated memory above what the inputs already hold, during one
-run: ``torch.cuda.max_memory_allocated`` on a GPU; on the CPU the allocator's events recorded by
-the PyTorch profiler (every tensor, including those the native and compiled code allocate).
-Times on a shared CPU are only comparable as ratios: providers run interleaved, rep by rep.
-
-    python -m benchmarks.kernels                       # this machine's default device
-    python -m benchmarks.kernels --device cuda --dtype float32,tf32,bfloat16
+    python -m benchmarks.kernels --device cuda --dtype float32,tf32,bfloat16 --budget-s 130
     python -m benchmarks.kernels --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
-    python -m benchmarks.kernels --budget-s 130             # nothing new starts after 130 s
-
-The issue's targets (rotate's GB/s, the ICEWS05-15 step, the large graph's CE) are measured first
-in each dtype. A backend that raises on an op (a kernel that fails to compile, out of memory) is
-dropped from that op with a ``FAILED`` line in the summary, the others go on, and the exit code is 1.
 """
 
 from __future__ import annotations
@@ -172,7 +156,9 @@ def run_once(fn: Callable, args: list, grad_idx: list[int], mode: str, device: s
         out = fn(*args)
     if mode != "forward":
         key = (tuple(out.shape), out.dtype, out.device)
-        grad = torch.ones_like(out) if out.dim() == 0 else _GRADS.setdefault(key, torch.randn_like(out))
+        if key not in _GRADS:
+            _GRADS[key] = torch.ones_like(out) if out.dim() == 0 else torch.randn_like(out)
+        grad = _GRADS[key]
         torch.autograd.grad(out, [args[i] for i in grad_idx], grad)
     synchronize(device)
     return (time.perf_counter() - start) * 1e3
@@ -207,51 +193,31 @@ def row(op, mode, provider, shape, dtype, device, times, peak_mb, nbytes=None) -
 
 
 def measure_op(op, shape, dtype, device, providers, modes, reps, warmup) -> tuple[list[Row], list[str]]:
-    """Rows of ``op`` per mode and provider, and one line per provider that raised (which is then
-    dropped, so one broken backend or an out-of-memory does not stop the others being measured)."""
+    """Rows of ``op`` per mode and provider (at the bandwidth shape, a plain copy of the input too),
+    and one line per provider that raised, which is then dropped: the others are still measured."""
     args, grad_idx = make_inputs(op, shape, dtype, device)
     for i in grad_idx:
         args[i].requires_grad_(True)
-    functions = {name: op_function(op, module) for name, module in providers.items()}
-    functions = {name: torch.compile(fn) if name == "compile" else fn for name, fn in functions.items()}
+    cases = {name: (op, op_function(op, module), args) for name, module in providers.items()}
+    if shape.name == "bandwidth":  # rotate's GB/s beside a plain copy of its input
+        cases = {"torch": ("copy", torch.clone, args[:1])} | cases
+    cases = {n: (o, torch.compile(fn) if n == "compile" else fn, a) for n, (o, fn, a) in cases.items()}
     rows, failures = [], []
     for mode in modes:
 
         def drop(name: str, error: Exception, mode: str = mode) -> None:  # reported; the exit code is 1
-            failures.append(failure_line(op, mode, name, shape, dtype, error))
-            del functions[name]
+            failures.append(failure_line(cases[name][0], mode, name, shape, dtype, error))
+            del cases[name]
 
-        call = (args, grad_idx, mode, device)
-        times = interleaved(
-            {n: partial(run_once, fn, *call) for n, fn in functions.items()}, reps, warmup, drop
-        )
-        peaks = interleaved({n: partial(peak_memory_mb, functions[n], *call) for n in times}, 1, 0, drop)
-        rows += [row(op, mode, n, shape, dtype, device, times[n], peaks[n][0]) for n in peaks]
-    return rows, failures
-
-
-def bandwidth_rows(shape, dtype, device, providers, reps, warmup) -> tuple[list[Row], list[str]]:
-    """``rotate`` forward beside a plain tensor copy of its input: GB/s against the practical peak
-    (bytes read and written once); and one line per provider that raised."""
-    args, _ = make_inputs("rotate", shape, dtype, device)
-    x, theta = args
-    rows, failures = [], []
-    cases = {"torch": (torch.clone, [x])} | {
-        name: (op_function("rotate", m), args) for name, m in providers.items()
-    }
-    for name, (fn, fn_args) in cases.items():
-        fn = torch.compile(fn) if name == "compile" else fn
-        op = "copy" if name == "torch" else "rotate"
-        nbytes = (2 * x.numel() + (theta.numel() if op == "rotate" else 0)) * x.element_size()
-        try:
-            times = interleaved({name: partial(run_once, fn, fn_args, [], "forward", device)}, reps, warmup)[
-                name
-            ]
-            peak = peak_memory_mb(fn, fn_args, [], "forward", device)
-        except Exception as error:  # noqa: BLE001 - reported in the summary, and the exit code is 1
-            failures.append(failure_line(op, "forward", name, shape, dtype, error))
-            continue
-        rows.append(row(op, "forward", name, shape, dtype, device, times, peak, nbytes))
+        timers = {n: partial(run_once, fn, a, grad_idx, mode, device) for n, (_, fn, a) in cases.items()}
+        times = interleaved(timers, reps, warmup, drop)
+        peak = {n: partial(peak_memory_mb, *cases[n][1:], grad_idx, mode, device) for n in times}
+        peaks = interleaved(peak, 1, 0, drop)
+        for name in peaks:
+            label, _, (x, *rest) = cases[name]
+            nbytes = (2 * x.numel() + (rest[0].numel() if label == "rotate" else 0)) * x.element_size()
+            rows.append(row(label, mode, name, shape, dtype, device, times[name], peaks[name][0],
+                            nbytes if shape.name == "bandwidth" else None))  # fmt: skip
     return rows, failures
 
 
@@ -299,9 +265,9 @@ def run_job(job: Job, device: str, providers, reps: int, warmup: int):
         modes, reps, warmup = (
             (modes, max(3, reps // 10), warmup) if device == "cuda" else (("forward+backward",), 1, 0)
         )
+    if job.shape.name == "bandwidth":
+        modes = ("forward",)
     with tf32_products(PRECISIONS[job.dtype][1] and device == "cuda"):
-        if job.shape.name == "bandwidth":
-            return bandwidth_rows(job.shape, job.dtype, device, providers, reps, warmup)
         return measure_op(job.op, job.shape, job.dtype, device, providers, modes, reps, warmup)
 
 
@@ -313,15 +279,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--providers", default=",".join(PROVIDERS))
     parser.add_argument("--reps", type=int, default=None, help="timed reps (default 10 on CPU, 50 on GPU)")
     add_threads(parser)
-    parser.add_argument(
-        "--large-batch", type=int, default=None, help="B of the large graph (CPU default 1024)"
-    )
-    parser.add_argument(
-        "--large-ops", default=None, help="ops at the large shape (CPU default cross_entropy_all)"
-    )
-    parser.add_argument(
-        "--budget-s", type=float, default=None, help="start no measurement after this many seconds"
-    )
+    parser.add_argument("--large-batch", type=int, default=None, help="the large graph's B (CPU 1024)")
+    parser.add_argument("--large-ops", default=None, help="ops at the large shape (CPU: cross_entropy_all)")
+    parser.add_argument("--budget-s", type=float, default=None, help="start nothing after this many s")
     parser.add_argument("--quick", action="store_true", help="tiny shapes and 2 reps: a smoke test")
 
 
@@ -344,9 +304,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         raise SystemExit("--device cuda but no CUDA device is visible")
     for name in args.dtype.split(","):
         if name not in PRECISIONS or (name == "tf32" and not on_gpu):
-            raise SystemExit(
-                f"--dtype {name}: expected some of {','.join(PRECISIONS)} (tf32 on --device cuda)"
-            )
+            raise SystemExit(f"--dtype {name}: expected some of {','.join(PRECISIONS)} (tf32: on cuda)")
     reps = args.reps or (2 if args.quick else 50 if on_gpu else 10)
     providers = providers_for(device, args.providers.split(","))
     print(f"device {device}, providers {list(providers)}, reps {reps}", flush=True)
@@ -379,11 +337,7 @@ def summarize(rows: list[Row]) -> list[str]:
 def plot(rows: list[Row], png: Path) -> None:
     """One row of panels per (shape, dtype): speed-up over eager per op and mode, and peak memory."""
     rows = [r for r in rows if r["op"] != "copy"]
-    providers = [
-        p
-        for p in ("compile", "native", "triton", *ce_providers.PROVIDERS)
-        if any(r["provider"] == p for r in rows)
-    ]
+    providers = [p for p in PROVIDERS[1:] if any(r["provider"] == p for r in rows)]
     if not providers:
         return  # nothing to compare with eager
     import matplotlib
