@@ -1,33 +1,16 @@
 """Paraphrase consistency against change-rate fidelity of the Semantic Speed Gate, trained several ways.
 
-The packaged ICEWS05-15 gate (Phase 1, Adam 1e-2 x 200 full-batch epochs) gives the held-out
-phrasing "seek the advice of" (relation ``Consult``) a speed 0.74 away from its relation's
-(``benchmarks/gate_paraphrases.py``). Why: its nearest anchor is "ask for help from", a training
-paraphrase of ``Make an appeal or request``, and the gate put ``Consult`` at 0.994 and that
-relation at 0.142, though their mined change rates are 0.746 and 0.593: the MLP fits one free
-speed per relation embedding, saturating the sigmoid for the fastest few, so any two relations
-whose phrasings MiniLM confuses can be almost 1 apart. No loss on the training paraphrases alone
-can fix a confusion with another relation; what can is a gate whose speed is smooth in embedding
-space. This script measures that trade-off, the same Phase-1 loss and data
-(``lightning_modules.phase1_gate``, ``gate-icews05-15`` settings) trained:
-
-- ``paraphrases``: with paraphrase augmentation: every ``train`` paraphrase (``rotmem/gate/
-  paraphrases/*.tsv``) is a second text of its relation and is fitted to the same transitions
-  (a second BCE term), so the gate is told that those words share one speed;
+Why (docs/memory.md): the packaged gate saturates the fastest relations' speeds, so two relations whose
+phrasings MiniLM confuses can be almost 1 apart; only a gate smooth in embedding space can fix that.
+The same Phase-1 loss and data (``lightning_modules.phase1_gate``, ``gate-icews05-15``) trained
+- ``paraphrases``: each ``train`` paraphrase fitted to its relation's transitions (a second BCE term);
 - ``weight_decay``: AdamW's decoupled weight decay on the MLP (0: Adam, the packaged setting);
-- ``smoothing``: a penalty ``lambda · mean_i (sum_j W_ij alpha_j - alpha_i)^2`` on every anchor's
-  leave-one-out anchored gap (``W``: the anchors' softmax(cos / 0.05) weights with ``i`` left out;
-  ``alpha_i``: the gate speed of anchor ``i``'s relation), the very quantity the max gap measures,
-  so relations whose phrasings MiniLM confuses are pulled to one speed (no augmentation, no decay).
-
-Per setting, on the ``heldout`` phrasings (never trained on, never anchors): median and max
-``|alpha(phrasing) - alpha(relation)|`` of the plain gate and of the anchored speeds
-(``rotmem.gate.anchors``, ``T`` by leave-one-out on the train paraphrases); Spearman of the
-relation strings' (anchored) speeds with their mined change rate over relations with >= 1 and
->= 20 pairs; and the spread of relation speeds (std, min, max), since shrinking every speed
-towards one value also shrinks every gap: ``heldout_max_over_alpha_max`` is the max gap in units
-of the fastest relation's speed, a figure that squeezing every speed by one factor leaves as it is.
-Writes ``benchmarks/results/gate_regularisation.csv`` (``benchmarks.runner``).
+- ``smoothing``: ``lambda · mean_i (sum_j W_ij alpha_j - alpha_i)^2`` over the anchors' leave-one-out
+  anchored gaps (``W``: softmax(cos / 0.05) over the other anchors), the quantity the max gap measures.
+Per setting, on the ``heldout`` phrasings: median and max ``|alpha(phrasing) - alpha(relation)|`` of
+the plain gate and of the anchored speeds (``rotmem.gate.anchors``), Spearman of the relations'
+speeds with their mined change rate (>= 1 and >= 20 pairs), the speeds' spread, and
+``heldout_max_over_alpha_max`` (the max gap over the fastest speed: one common factor leaves it alone).
 
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_regularisation
 """

@@ -1,19 +1,12 @@
 """Time one whole RoMem training step with the native backend beside the eager and compiled reference.
 
-The step is ``harness.step`` (the objective ``benchmarks/kernels.py`` times as op ``step``: Phase
-2's loss without the time-contrastive term) forward and backward: tail and head queries
-(``unrotated_query_indexed``), one 1-vs-all cross-entropy over both directions, and the N3/L4
-regulariser over the batch's rows (as ``rotmem.losses``). Providers: ``eager`` and ``compile``
-(``torch.compile``) of the reference ops, ``native``, ``native+compile``, ``native-recompute``
-(native with the CE gradients recomputed in backward, ``ROTMEM_CE_GRAD_IN_FORWARD=0``),
-``native-dense`` (native with dense entity-row gradients, a zero-filled ``[N, 2n]`` table each,
-instead of sparse ones: ``rotmem.ops.table_grad``) and ``matmul-floor`` (just the three BLAS
-products of the cross-entropy, the bound below which no float32 provider can go). Providers run
-interleaved, round by round (``harness.interleaved``), so a change in machine load hits all of them
-alike; the CSV has the median and quartiles per provider, each one's speed-up over eager and its loss.
+The step is ``harness.step`` forward and backward. Providers: ``eager`` and ``compile`` of the
+reference ops, ``native``, ``native+compile``, ``native-recompute`` (the CE gradients recomputed in
+backward), ``native-dense`` (dense entity-row gradients instead of sparse ones) and ``matmul-floor``
+(only the cross-entropy's three BLAS products: the float32 bound). Interleaved round by round; per
+provider the median and quartiles, the speed-up over eager and the loss.
 
-    python -m benchmarks.native_step                       # ICEWS05-15 shapes, float32
-    python -m benchmarks.native_step --threads 1 --rounds 5
+    python -m benchmarks.native_step --threads 2 --rounds 9
 """
 
 from __future__ import annotations

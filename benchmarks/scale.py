@@ -1,26 +1,15 @@
 """Scale on the CPU: training throughput and memory per rank for 1 vs 2 processes, and evaluation
-time and memory as the number of entities grows.
+time and memory as the number of entities grows (method and figures: docs/scale.md).
 
     python -m benchmarks.scale                         # both sections (about 15 minutes on 2 cores)
-    python -m benchmarks.scale --sections eval         # or train
-    python -m benchmarks.scale --quick                 # small sizes: a smoke run
+    python -m benchmarks.scale --sections eval --quick # or train; small sizes: a smoke run
 
-train: one Phase-2 step (1-vs-all cross-entropy + L4 regulariser, Adagrad) on a fixed global batch,
-run by 1 process with 2 threads, by 2 data-parallel processes (``DistributedDataParallel`` over gloo,
-1 thread each) and by 2 entity-parallel processes (``rotmem.distributed``, 1 thread each): equal total
-threads. At ICEWS05-15's size (its real facts when ``$ROTMEM_DATA_DIR`` has them, N = 10,488, dim 500,
-k = 3, batch 1000) and at N = 1M (the synthetic graph of ``rotmem data synthetic``, dim 128, batch
-256). Per rank: facts/s, the bytes of the entity table + its gradient + Adagrad's state (the tensors
-themselves), and the process's peak resident memory.
-
-eval: the filtered evaluation of 500 test facts (1000 queries, both filters, every tie rule) of a
-synthetic graph with N = 10k .. 1M entities at dim 500, k = 3: seconds for the fused evaluator
-(``rotmem.ops.filtered_rank_counts``, batch 1000) and the eager one (``[B, N]`` score matrices, batch
-``min(1000, 10^8 / N)`` so its matrices stay near 400 MB), and the peak growth of torch-allocated
-memory during each (the model's tables and the filter index are made before).
-
-Writes benchmarks/results/scale.csv (every row carries the 1-minute load average: other processes
-share the cores) and scale.png, row by row (``benchmarks.runner``).
+train: one Phase-2 step (Adagrad) on a fixed global batch by 1 process with 2 threads, 2 DDP processes
+(gloo) and 2 entity-parallel ones (``rotmem.distributed``), 1 thread each, at ICEWS05-15's size and at
+N = 1M (synthetic, dim 128): facts/s, the entity table + gradient + Adagrad state, peak RSS, per rank.
+eval: 1000 queries (both filters, every tie rule) of a synthetic graph, N = 10k .. 1M, dim 500: fused
+(``filtered_rank_counts``) against eager (``[B, N]`` scores, batch ``min(1000, 10^8 / N)``), seconds
+and the growth of torch-allocated memory. Rows carry the load average (the cores are shared).
 """
 
 from __future__ import annotations

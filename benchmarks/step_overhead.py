@@ -1,20 +1,11 @@
 """The fixed cost of one Lightning training step: the demo config's family (RoMemComplEx with the
-history term and the rule counts) at tiny shapes (dim 8, N = 100 entities, batch 500), where the
-arithmetic is negligible and what is left is everything else: Python, Lightning, logging, launches,
-the history's counting. On a GPU that overhead, not the kernels, sets the epoch's time (issue 33:
-22.5 ms of a 30 ms step outside the kernels on an H200).
+history term and the rule counts) at tiny shapes (dim 8, N = 100, batch 500), where what is left is
+Python, Lightning, logging, launches and the history's counting (on a GPU it sets the epoch's time).
 
-Variants, timed interleaved in one run (epoch by epoch, so the machine's drift hits both alike):
-
-- ``counts-in-step``: the history counted inside the step, as every step did before the data
-  loader made the counts (``TemporalKGDataModule.history`` unset);
-- ``counts-in-loader``: the counts made with the batch (what ``Phase2Module`` sets up now): on a
-  GPU the step then never waits for the device; on the CPU the same work moves out of the step;
-- ``no-history``: the same family without a history term, the floor of the fixed cost.
-
-Per variant: the median milliseconds of the step (``training_step`` through the optimizer, Lightning's
-own hooks included) and of the batch's making (collate), and the host syncs of one step's forward and
-backward (``rotmem.host_syncs``). Writes ``<out-dir>/step_overhead.csv`` (``benchmarks.runner``).
+Variants, interleaved epoch by epoch: ``counts-in-step`` (the history counted in the step, as before
+the loader made the counts), ``counts-in-loader`` (what ``Phase2Module`` sets up now) and
+``no-history`` (the floor). Per variant: the step's milliseconds (``training_step`` through the
+optimizer), the batch's making, and the host syncs of one step (``rotmem.host_syncs``).
 
     python -m benchmarks.step_overhead                    # ~1 minute on 2 cores
     python -m benchmarks.step_overhead --epochs 1 --facts 2000 --out-dir /tmp/s   # smoke test
