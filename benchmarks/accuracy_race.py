@@ -5,16 +5,11 @@ the end, for the last epoch and for the best-validation (monitored) epoch.
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.accuracy_race --budget-s 900 --seeds 0 1 2
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.accuracy_race --budget-epochs 1 --seeds 0 1 2
 
-The clock counts training only: it stops while a split is ranked (evaluation is the measurement,
-not part of the race) and a model stops at the first batch that ends past a seconds budget, so its
-last epoch may be partial (the ``epoch`` column is then fractional). An epoch budget does not depend
-on the machine or its load, a seconds budget does. Each config is built exactly as ``rotmem fit
---config`` builds it (its model, data and ``gradient_clip_val``); a seed sets ``seed_everything``
-and ``data.seed``; the config's own epoch limit, validation and checkpoints are not used. The best
-epoch is the one with the highest time-aware validation MRR (realistic ties); its weights are kept in
-memory and ranked on test beside the last epoch's. Test metrics come for every fact and for the
-data-poor facts (relation with fewer than ``--data-poor-threshold`` training facts), under both
-filters and all tie rules.
+The clock counts training only (not the ranking) and stops at the first batch past a seconds budget,
+so the last epoch may be partial (a fractional ``epoch``). Each config is built as ``rotmem fit
+--config`` builds it; a seed sets ``seed_everything`` and ``data.seed``. The best epoch has the
+highest time-aware validation MRR (realistic ties); its weights are kept in memory and ranked on test
+beside the last epoch's, for every fact and the data-poor ones (``--data-poor-threshold``).
 
 Writes ``<out>/accuracy_race.csv`` (``benchmarks.runner``: one row per run, split, checkpoint,
 filter, tie rule and subset, with the commit and the command; rewritten after every run),
@@ -53,14 +48,9 @@ def build(config: Path, overrides: list[str]):
     from lightning_modules.kg_data import TemporalKGDataModule
     from lightning_modules.phase2 import Phase2Module
 
+    args = ["--config", str(config), *overrides]
     with mock.patch.object(sys, "argv", sys.argv[:1]):
-        cli = RoMemCLI(
-            Phase2Module,
-            TemporalKGDataModule,
-            args=["--config", str(config), *overrides],
-            run=False,
-            save_config_callback=None,
-        )
+        cli = RoMemCLI(Phase2Module, TemporalKGDataModule, args=args, run=False, save_config_callback=None)
     return cli.model, cli.datamodule, cli.config.get("trainer", {}).get("gradient_clip_val")
 
 
@@ -91,16 +81,8 @@ class RaceClock:
         self.callback = Callback()
 
 
-def race_one(
-    config: Path,
-    budget_s: float,
-    budget_epochs: float,
-    overrides: list[str],
-    threshold: int,
-    record,
-    time_auc: bool = True,
-    eval_facts: int | None = None,
-) -> None:
+def race_one(config: Path, budget_s: float, budget_epochs: float, overrides: list[str], threshold: int,
+             record, time_auc: bool = True, eval_facts: int | None = None) -> None:  # fmt: skip
     """Train ``config`` once; ``record(split, checkpoint, epoch, seconds, metrics, history)`` gets
     the validation metrics of every epoch and the test metrics of the last and the best epoch.
     ``metrics``: ``{subset: {"filter/tie": {"mrr": .., "queries": ..}}}``, test ones with ``time_auc``
