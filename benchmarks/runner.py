@@ -1,7 +1,7 @@
 """The one runner every benchmark is a spec on: rows → CSV (with its command and commit) → markdown → plot.
 
-A benchmark module defines a :class:`Benchmark` and ends with ``if __name__ == "__main__":
-SPEC.main()``. The runner owns what every benchmark used to write itself: the argument parser's
+A benchmark module defines a :class:`Benchmark` and calls ``SPEC.main()`` under the ``__main__``
+guard. The runner owns what every benchmark used to write itself: the argument parser's
 ``--out`` (the CSV), the ``command`` and ``commit`` columns, the markdown table beside the CSV
 (``.md``: the summary lines, then the rows), and the optional plot (``.png``). A benchmark writes
 only what it measures::
