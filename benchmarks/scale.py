@@ -218,30 +218,23 @@ def plot(rows: list[dict], path: Path) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for evaluator, marker in (("fused", "o"), ("eager", "s")):
-        points = [
-            (r["entities"], r["seconds"])
-            for r in rows
-            if r["section"] == "eval" and r["evaluator"] == evaluator
-        ]
-        if points:
-            left.plot(*zip(*points, strict=True), marker=marker, label=evaluator)
+        points = [(r["entities"], r["seconds"]) for r in rows if r["evaluator"] == evaluator]
+        left.plot([n for n, _ in points], [s for _, s in points], marker=marker, label=evaluator)
     left.set(xscale="log", yscale="log", xlabel="entities N", ylabel="seconds (1000 queries, both filters)")
     left.set_title("evaluation time vs N")
     left.legend()
     train = [r for r in rows if r["section"] == "train"]
-    labels = [f"{r['graph']}\n{r['mode']} x{r['ranks']}" for r in train]
-    if train:
-        bars = right.bar(range(len(train)), [r["facts_per_s"] for r in train])
-        for bar, r in zip(bars, train, strict=True):
-            right.annotate(
-                f"{r['table_grad_state_mb_per_rank']:.0f} MB", (bar.get_x(), bar.get_height()), fontsize=7
-            )
-        right.set_xticks(range(len(train)), labels, fontsize=6, rotation=30)
-        right.set(
-            yscale="log",
-            ylabel="facts / s",
-            title="training step, 2 threads in all (MB: table+grad+state per rank)",
+    bars = right.bar(range(len(train)), [r["facts_per_s"] for r in train])
+    for bar, r in zip(bars, train, strict=True):
+        right.annotate(
+            f"{r['table_grad_state_mb_per_rank']:.0f} MB", (bar.get_x(), bar.get_height()), fontsize=7
         )
+    right.set_xticks(
+        range(len(train)), [f"{r['graph']}\n{r['mode']} x{r['ranks']}" for r in train], fontsize=6
+    )
+    right.set(
+        yscale="log", ylabel="facts / s", title="training step, 2 threads in all (MB: table+grad+state)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
