@@ -5,21 +5,17 @@ the end, for the last epoch and for the best-validation (monitored) epoch.
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.accuracy_race --budget-s 900 --seeds 0 1 2
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.accuracy_race --budget-epochs 1 --seeds 0 1 2
 
-The clock counts training only: it stops while a split is ranked (evaluation is the measurement,
-not part of the race) and a model stops at the first batch that ends past a seconds budget, so its
-last epoch may be partial (the ``epoch`` column is then fractional). An epoch budget does not depend
-on the machine or its load, a seconds budget does. Each config is built exactly as ``rotmem fit
---config`` builds it (its model, data and ``gradient_clip_val``); a seed sets ``seed_everything``
-and ``data.seed``; the config's own epoch limit, validation and checkpoints are not used. The best
-epoch is the one with the highest time-aware validation MRR (realistic ties); its weights are kept in
-memory and ranked on test beside the last epoch's. Test metrics come for every fact and for the
-data-poor facts (relation with fewer than ``--data-poor-threshold`` training facts), under both
-filters and all tie rules.
+The clock counts training only (not the ranking) and stops at the first batch past a seconds budget,
+so the last epoch may be partial (a fractional ``epoch``). Each config is built as ``rotmem fit
+--config`` builds it; a seed sets ``seed_everything`` and ``data.seed``. The best epoch has the
+highest time-aware validation MRR (realistic ties); its weights are kept in memory and ranked on test
+beside the last epoch's, for every fact and the data-poor ones (``--data-poor-threshold``).
 
-Writes ``<out>/accuracy_race.csv`` (one row per run, split, checkpoint, filter, tie rule and
-subset, with the commit and the command), ``accuracy_race_summary.csv`` (mean and sd over seeds),
-``accuracy_race.md`` (the table) and ``accuracy_race.png`` (validation MRR per epoch, test MRR with
-its sd). ``--summarize CSV ...`` remakes the last three from earlier runs' CSVs.
+Writes ``<out>/accuracy_race.csv`` (``benchmarks.runner``: one row per run, split, checkpoint,
+filter, tie rule and subset, with the commit and the command; rewritten after every run),
+``accuracy_race_summary.csv`` (mean and sd over seeds), ``accuracy_race.md`` (the table) and
+``accuracy_race.png`` (validation MRR per epoch, test MRR with its sd). ``--summarize CSV ...``
+remakes the last three from earlier runs' CSVs.
 """
 
 from __future__ import annotations
@@ -29,66 +25,19 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 
 import argparse
 import copy
-import csv
 import math
-import os
-import shlex
 import statistics
-import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import quiet_trainer
+from benchmarks.runner import RESULTS, Benchmark, Row, command_line, commit_of, read_csv, write_csv
+
 DEFAULT_CONFIGS = ["icews05-15-cpu.yaml", "icews05-15-tntcomplex.yaml"]
 METRICS = ["mrr", "hits@1", "hits@3", "hits@10"]
-FIELDS = [
-    "model",
-    "config",
-    "seed",
-    "history",
-    "protocol",
-    "split",
-    "checkpoint",
-    "epoch",
-    "train_seconds",
-    "filter",
-    "tie",
-    "subset",
-    "queries",
-    *METRICS,
-    "time_auc",
-    "threads",
-    "commit",
-    "command",
-]
-SUMMARY_FIELDS = [
-    "model",
-    "history",
-    "protocol",
-    "checkpoint",
-    "filter",
-    "tie",
-    "subset",
-    "seeds",
-    "queries",
-    "epoch_mean",
-    "mrr_mean",
-    "mrr_sd",
-    "hits@10_mean",
-    "hits@10_sd",
-    "time_auc_mean",
-    "time_auc_sd",
-    "valid_mrr_mean",
-    "valid_mrr_sd",
-]
-
-
-def config_path(name: str) -> Path:
-    """A config file: a path, or the name of a packaged config (``rotmem.configs``)."""
-    from rotmem import configs
-
-    return configs.resolve(name)
+GROUP = ("model", "history", "protocol", "checkpoint", "filter", "tie", "subset")
 
 
 def build(config: Path, overrides: list[str]):
@@ -99,29 +48,10 @@ def build(config: Path, overrides: list[str]):
     from lightning_modules.kg_data import TemporalKGDataModule
     from lightning_modules.phase2 import Phase2Module
 
+    args = ["--config", str(config), *overrides]
     with mock.patch.object(sys, "argv", sys.argv[:1]):
-        cli = RoMemCLI(
-            Phase2Module,
-            TemporalKGDataModule,
-            args=["--config", str(config), *overrides],
-            run=False,
-            save_config_callback=None,
-        )
+        cli = RoMemCLI(Phase2Module, TemporalKGDataModule, args=args, run=False, save_config_callback=None)
     return cli.model, cli.datamodule, cli.config.get("trainer", {}).get("gradient_clip_val")
-
-
-def commit_of(root: Path) -> str:
-    """The checkout's commit (``+dirty`` when tracked files differ from it), or ``unknown``."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True
-        )
-        dirty = subprocess.run(["git", "-C", str(root), "diff", "--quiet", "HEAD"], capture_output=True)
-    except OSError:
-        return "unknown"
-    if head.returncode != 0:
-        return "unknown"
-    return head.stdout.strip() + ("+dirty" if dirty.returncode == 1 else "")
 
 
 class RaceClock:
@@ -151,23 +81,14 @@ class RaceClock:
         self.callback = Callback()
 
 
-def race_one(
-    config: Path,
-    budget_s: float,
-    budget_epochs: float,
-    overrides: list[str],
-    threshold: int,
-    record,
-    time_auc: bool = True,
-    eval_facts: int | None = None,
-) -> None:
+def race_one(config: Path, budget_s: float, budget_epochs: float, overrides: list[str], threshold: int,
+             record, time_auc: bool = True, eval_facts: int | None = None) -> None:  # fmt: skip
     """Train ``config`` once; ``record(split, checkpoint, epoch, seconds, metrics, history)`` gets
     the validation metrics of every epoch and the test metrics of the last and the best epoch.
     ``metrics``: ``{subset: {"filter/tie": {"mrr": .., "queries": ..}}}``, test ones with ``time_auc``
     unless ``time_auc=False`` (it costs one more pass over the test split). ``eval_facts``: rank a
     random sample of that many facts of each split (the same for every config and seed), and every
     data-poor test fact, instead of the whole splits."""
-    import pytorch_lightning as pl
     import torch
 
     from rotmem.commands.demo import ensure_gate
@@ -205,19 +126,8 @@ def race_one(
         return metrics
 
     clock = RaceClock(budget_s, budget_epochs, on_epoch)
-    trainer = pl.Trainer(
-        max_epochs=math.ceil(budget_epochs),
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        gradient_clip_val=clip,
-        callbacks=[clock.callback],
-    )
+    trainer = quiet_trainer(None, max_epochs=math.ceil(budget_epochs), num_sanity_val_steps=0,
+                            gradient_clip_val=clip, callbacks=[clock.callback])  # fmt: skip
     trainer.fit(module, datamodule=data)
     last_epoch = trainer.current_epoch - 1 + clock.batches / trainer.num_training_batches
     last = test(module.model)
@@ -240,67 +150,49 @@ def eval_sample(size: int, count: int | None):
     return torch.randperm(size, generator=torch.Generator().manual_seed(0))[:count].sort().values
 
 
-def csv_rows(base: dict, split: str, checkpoint: str, epoch, seconds, metrics: dict) -> list[dict]:
+def csv_rows(base: dict, split: str, checkpoint: str, epoch, seconds, metrics: dict) -> list[Row]:
     """The CSV rows of one evaluation: one per subset, filter and tie rule."""
     rows = []
     for subset, by_key in metrics.items():
         auc = by_key.get("time_auc")
         for key, values in by_key.items():
-            if key == "time_auc":
-                continue
-            kind, tie = key.split("/")
-            row = dict(base, split=split, checkpoint=checkpoint, epoch=epoch, train_seconds=seconds)
-            row.update(filter=kind, tie=tie, subset=subset, queries=values["queries"])
-            row.update({m: round(values[m], 4) for m in METRICS})
-            row["time_auc"] = "" if auc is None else round(auc, 4)
-            rows.append(row)
+            if key != "time_auc":
+                kind, tie = key.split("/")
+                row = base | dict(split=split, checkpoint=checkpoint, epoch=epoch, train_seconds=seconds)
+                row |= dict(filter=kind, tie=tie, subset=subset, queries=values["queries"])
+                row |= {m: round(values[m], 4) for m in METRICS}
+                rows.append(row | {"time_auc": "" if auc is None else round(auc, 4)})
     return rows
 
 
 def mean_sd(values: list[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (NaN for one value)."""
-    mean = statistics.fmean(values)
-    return mean, statistics.stdev(values) if len(values) > 1 else math.nan
+    """Mean and sample standard deviation (NaN for one value; both NaN for none)."""
+    if not values:
+        return math.nan, math.nan
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else math.nan
 
 
 def summarize(rows: list[dict]) -> list[dict]:
     """Mean and sd over seeds of every test figure (per model, protocol, checkpoint, filter, tie and
     subset), with the best validation MRR (time-aware, realistic ties) of the same runs."""
     groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        if r["split"] == "test":
-            key = (
-                r["model"],
-                r["history"],
-                r["protocol"],
-                r["checkpoint"],
-                r["filter"],
-                r["tie"],
-                r["subset"],
-            )
-            groups.setdefault(key, []).append(r)
     best_valid: dict[tuple, float] = {}
     for r in rows:
-        if r["split"] == "valid" and r["filter"] == "time-aware" and r["tie"] == "realistic":
+        if r["split"] == "test":
+            groups.setdefault(tuple(r[k] for k in GROUP), []).append(r)
+        elif (r["filter"], r["tie"]) == ("time-aware", "realistic"):
             key = (r["model"], r["protocol"], r["seed"])
             best_valid[key] = max(best_valid.get(key, -math.inf), float(r["mrr"]))
     out = []
-    for (model, history, protocol, checkpoint, kind, tie, subset), members in groups.items():
-        row = dict(model=model, history=history, protocol=protocol, checkpoint=checkpoint)
-        row.update(filter=kind, tie=tie, subset=subset, seeds=len(members), queries=members[0]["queries"])
+    for key, members in groups.items():
+        row = dict(zip(GROUP, key, strict=True)) | {"seeds": len(members), "queries": members[0]["queries"]}
         row["epoch_mean"] = round(statistics.fmean(float(m["epoch"]) for m in members), 3)
         for metric in ("mrr", "hits@10", "time_auc"):
-            values = [float(m[metric]) for m in members if m[metric] not in ("", None)]
-            mean, sd = mean_sd(values) if values else (math.nan, math.nan)
+            mean, sd = mean_sd([float(m[metric]) for m in members if m[metric] not in ("", None)])
             row[f"{metric}_mean"], row[f"{metric}_sd"] = round(mean, 4), round(sd, 4)
-        valid = [
-            best_valid[(model, protocol, m["seed"])]
-            for m in members
-            if (model, protocol, m["seed"]) in best_valid
-        ]
-        mean, sd = mean_sd(valid) if valid else (math.nan, math.nan)
-        row["valid_mrr_mean"], row["valid_mrr_sd"] = round(mean, 4), round(sd, 4)
-        out.append(row)
+        valid = [best_valid.get((key[0], key[2], m["seed"])) for m in members]
+        mean, sd = mean_sd([v for v in valid if v is not None])
+        out.append(row | {"valid_mrr_mean": round(mean, 4), "valid_mrr_sd": round(sd, 4)})
     return out
 
 
@@ -314,20 +206,8 @@ def pm(mean: float, sd: float) -> str:
 def markdown(summary: list[dict], commands: list[str]) -> str:
     """The race table (realistic ties): per model and protocol, test MRR of the last and the best
     validation epoch under both filters, the data-poor subset, time-AUC and validation MRR."""
-
-    def find(model, protocol, checkpoint, kind, subset="all"):
-        for s in summary:
-            if (s["model"], s["protocol"], s["checkpoint"], s["filter"], s["tie"], s["subset"]) == (
-                model,
-                protocol,
-                checkpoint,
-                kind,
-                "realistic",
-                subset,
-            ):
-                return s
-        return None
-
+    found = {(s["model"], s["protocol"], s["checkpoint"], s["filter"], s["subset"]): s
+             for s in summary if s["tie"] == "realistic"}  # fmt: skip
     lines = [
         "Test MRR, realistic ties, mean ± sd over seeds; `last` is the last epoch, `best valid` the epoch "
         "with the highest time-aware validation MRR; data-poor: the test facts whose relation has fewer "
@@ -339,27 +219,22 @@ def markdown(summary: list[dict], commands: list[str]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for model, protocol in dict.fromkeys((s["model"], s["protocol"]) for s in summary):
-        ta, st = find(model, protocol, "last", "time-aware"), find(model, protocol, "last", "static")
-        best = find(model, protocol, "best-valid", "time-aware")
-        poor = find(model, protocol, "last", "time-aware", "data-poor")
+        ta, st = (
+            found.get((model, protocol, "last", "time-aware", "all")),
+            found.get((model, protocol, "last", "static", "all")),
+        )
+        best = found.get((model, protocol, "best-valid", "time-aware", "all"))
+        poor = found.get((model, protocol, "last", "time-aware", "data-poor"))
         if ta is None or st is None:
             continue
-        cells = [
-            model,
-            ta["history"],
-            protocol,
-            str(ta["seeds"]),
-            f"{ta['epoch_mean']:g}",
-            pm(ta["valid_mrr_mean"], ta["valid_mrr_sd"]),
-            pm(ta["mrr_mean"], ta["mrr_sd"]),
-            pm(st["mrr_mean"], st["mrr_sd"]),
-            "—" if best is None else f"{pm(best['mrr_mean'], best['mrr_sd'])} ({best['epoch_mean']:g})",
-            "—" if poor is None else f"{pm(poor['mrr_mean'], poor['mrr_sd'])} ({poor['queries']})",
-            pm(ta["time_auc_mean"], ta["time_auc_sd"]),
-        ]
+        cells = [model, ta["history"], protocol, str(ta["seeds"]), f"{ta['epoch_mean']:g}",
+                 pm(ta["valid_mrr_mean"], ta["valid_mrr_sd"]), pm(ta["mrr_mean"], ta["mrr_sd"]),
+                 pm(st["mrr_mean"], st["mrr_sd"]),
+                 "—" if best is None else f"{pm(best['mrr_mean'], best['mrr_sd'])} ({best['epoch_mean']:g})",
+                 "—" if poor is None else f"{pm(poor['mrr_mean'], poor['mrr_sd'])} ({poor['queries']})",
+                 pm(ta["time_auc_mean"], ta["time_auc_sd"])]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Commands:", ""] + [f"    {c}" for c in commands]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", "Commands:", "", *(f"    {c}" for c in commands)]) + "\n"
 
 
 def plot(rows: list[dict], summary: list[dict], path: Path) -> None:
@@ -383,37 +258,21 @@ def plot(rows: list[dict], summary: list[dict], path: Path) -> None:
                 "realistic",
             ):
                 by_epoch.setdefault(float(r["epoch"]), []).append(float(r["mrr"]))
-        if not by_epoch:
-            continue
         epochs = sorted(by_epoch)
         stats = [mean_sd(by_epoch[e]) for e in epochs]
-        means = [m for m, _ in stats]
-        sds = [0.0 if math.isnan(s) else s for _, s in stats]
+        means, sds = [m for m, _ in stats], [0.0 if math.isnan(s) else s for _, s in stats]
         (line,) = left.plot(epochs, means, marker="o", label=f"{model} ({protocol})")
-        left.fill_between(
-            epochs,
+        low, high = (
             [m - s for m, s in zip(means, sds, strict=True)],
             [m + s for m, s in zip(means, sds, strict=True)],
-            alpha=0.2,
-            color=line.get_color(),
         )
-    left.set_xlabel("epoch")
-    left.set_ylabel("validation MRR, time-aware filter, realistic ties")
-    left.grid(alpha=0.3)
-    left.legend(fontsize=7)
-    labels = []
+        left.fill_between(epochs, low, high, alpha=0.2, color=line.get_color())
+    left.set(xlabel="epoch", ylabel="validation MRR, time-aware filter, realistic ties")
+    found = {(s["model"], s["protocol"], s["filter"]): s for s in summary
+             if (s["checkpoint"], s["tie"], s["subset"]) == ("last", "realistic", "all")}  # fmt: skip
     for i, (model, protocol) in enumerate(runs):
-        for kind, marker in (("time-aware", "o"), ("static", "s")):
-            s = next(
-                (
-                    s
-                    for s in summary
-                    if (s["model"], s["protocol"], s["checkpoint"], s["filter"], s["tie"], s["subset"])
-                    == (model, protocol, "last", kind, "realistic", "all")
-                ),
-                None,
-            )
-            if s is not None:
+        for kind, marker, color in (("time-aware", "o", "C0"), ("static", "s", "C1")):
+            if (s := found.get((model, protocol, kind))) is not None:
                 sd = 0.0 if math.isnan(s["mrr_sd"]) else s["mrr_sd"]
                 right.errorbar(
                     s["mrr_mean"],
@@ -421,52 +280,37 @@ def plot(rows: list[dict], summary: list[dict], path: Path) -> None:
                     xerr=sd,
                     fmt=marker,
                     capsize=3,
-                    color="C0" if kind == "time-aware" else "C1",
+                    color=color,
                     label=kind if i == 0 else None,
                 )
-        labels.append(f"{model}\n({protocol})")
-    right.set_yticks(range(len(runs)), labels, fontsize=7)
+    right.set_yticks(range(len(runs)), [f"{m}\n({p})" for m, p in runs], fontsize=7)
     right.set_xlabel("test MRR, last epoch, realistic ties (mean ± sd over seeds)")
-    right.grid(alpha=0.3)
-    right.legend(fontsize=8)
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-
-
-def read_csv(paths: list[str]) -> list[dict]:
-    rows: list[dict] = []
-    for path in paths:
-        with open(path, newline="") as handle:
-            rows += list(csv.DictReader(handle))
-    return rows
 
 
 def write_outputs(rows: list[dict], out: Path) -> None:
     """``accuracy_race_summary.csv``, ``accuracy_race.md`` and ``accuracy_race.png`` from ``rows``."""
     summary = summarize(rows)
-    with open(out / "accuracy_race_summary.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=SUMMARY_FIELDS)
-        writer.writeheader()
-        writer.writerows(summary)
+    write_csv(out / "accuracy_race_summary.csv", summary, command_line("accuracy_race"), commit_of())
     commands = list(dict.fromkeys(f"{r['command']}  # commit {r['commit']}" for r in rows))
     table = markdown(summary, commands)
     (out / "accuracy_race.md").write_text(table)
     plot(rows, summary, out / "accuracy_race.png")
-    print("\n" + table)
-    print(
-        f"wrote {out / 'accuracy_race_summary.csv'}, {out / 'accuracy_race.md'}, {out / 'accuracy_race.png'}"
-    )
+    print(f"\n{table}\nwrote accuracy_race_summary.csv, .md and .png in {out}")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--budget-s", type=float, default=None, help="training seconds per run (default 900)")
     budget.add_argument(
-        "--budget-epochs", type=float, default=None, help="training epochs per run (fractional: batches)"
+        "--budget-epochs", type=float, default=None, help="training epochs per run (fractional)"
     )
     parser.add_argument(
-        "--configs", nargs="+", default=DEFAULT_CONFIGS, help="config files or packaged config names"
+        "--configs", nargs="+", default=DEFAULT_CONFIGS, help="config files or packaged names"
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per seed and config")
     parser.add_argument("--threads", type=int, default=2)
@@ -484,115 +328,80 @@ def main() -> int:
         type=int,
         default=None,
         metavar="N",
-        help="hold every N-th week out of training, validate and test on it (rotmem.data.hold_out_weeks)",
+        help="hold every N-th week out of training, validate and test on it",
     )
     parser.add_argument("--data", default=None, help="override the configs' dataset (e.g. synthetic)")
     parser.add_argument(
-        "--data-poor-threshold", type=int, default=100, help="data-poor: fewer training facts of the relation"
+        "--data-poor-threshold", type=int, default=100, help="fewer training facts of the relation"
     )
     parser.add_argument(
         "--set",
         nargs="+",
         default=[],
         metavar="KEY=VALUE",
-        help="more overrides for every config, as rotmem fit takes them (e.g. data.batch_size=4000)",
+        help="more overrides for every config, as rotmem fit takes them (data.batch_size=4000)",
     )
     parser.add_argument(
         "--eval-facts",
         type=int,
         default=None,
         metavar="N",
-        help="rank a random sample of N facts of valid and test (every data-poor one too), not all",
+        help="rank a random sample of N facts of valid and test (every data-poor one too)",
     )
-    parser.add_argument(
-        "--no-time-auc", action="store_true", help="skip time discrimination (one pass over test fewer)"
-    )
-    parser.add_argument("--out-dir", default=str(ROOT / "benchmarks/results/accuracy_race"))
-    parser.add_argument(
-        "--summarize", nargs="+", default=None, metavar="CSV", help="only remake the summary from these CSVs"
-    )
-    args = parser.parse_args()
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if args.summarize:
-        for path in args.summarize:
-            if not Path(path).is_file():
-                print(f"accuracy_race: no such CSV {path}", file=sys.stderr)
-                return 2
-        write_outputs(read_csv(args.summarize), out)
-        return 0
-    if args.budget_epochs is not None:
-        budget_s, budget_epochs = math.inf, args.budget_epochs
-    else:
-        budget_s, budget_epochs = (900.0 if args.budget_s is None else args.budget_s), args.max_epochs
+    parser.add_argument("--no-time-auc", action="store_true", help="skip time discrimination")
+    parser.add_argument("--summarize", nargs="+", default=None, metavar="CSV", help="only remake the summary")
 
-    import torch
 
-    torch.set_num_threads(args.threads)
-    command = shlex.join(["python", "-m", "benchmarks.accuracy_race", *sys.argv[1:]])
-    if os.environ.get("ROTMEM_DATA_DIR"):
-        command = f"ROTMEM_DATA_DIR={os.environ['ROTMEM_DATA_DIR']} {command}"
-    commit = commit_of(ROOT)
-    print(f"command: {command}  (commit {commit})", flush=True)
-    csv_path = out / "accuracy_race.csv"
+def measure(args: argparse.Namespace) -> Iterator[Row]:
+    from rotmem import configs
+
+    budget_s = math.inf if args.budget_epochs is not None else args.budget_s or 900.0
+    budget_epochs = args.max_epochs if args.budget_epochs is None else args.budget_epochs
     overrides, protocol = [], "standard"
     if args.time_split:
         overrides, protocol = ["--data.time_split", str(list(args.time_split))], "time-split"
     if args.hold_out_weeks is not None:
-        overrides = ["--data.hold_out_weeks", str(args.hold_out_weeks)]
-        protocol = f"hold-out-weeks-{args.hold_out_weeks}"
-    if args.data:
-        overrides += ["--data.dataset", args.data]
+        overrides, protocol = ["--data.hold_out_weeks", str(args.hold_out_weeks)], "hold-out-weeks"
+        protocol += f"-{args.hold_out_weeks}"
+    overrides += ["--data.dataset", args.data] if args.data else []
     for item in args.set:
         key, _, value = item.partition("=")
         overrides += [f"--{key}", value]
+    for config in map(configs.resolve, args.configs):
+        for seed in args.seeds:
+            rows: list[Row] = []
 
-    rows: list[dict] = []
-    with open(csv_path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=FIELDS)
-        writer.writeheader()
-        for name in args.configs:
-            config = config_path(name)
-            for seed in args.seeds:
-                base = dict(model=config.stem, config=config.name, seed=seed, protocol=protocol)
-                base.update(threads=args.threads, commit=commit, command=command)
+            run = dict(model=config.stem, config=config.name, seed=seed)
 
-                def record(split, checkpoint, epoch, seconds, metrics, history, base=base) -> None:
-                    new = csv_rows(
-                        dict(base, history="yes" if history else "no"),
-                        split,
-                        checkpoint,
-                        epoch,
-                        seconds,
-                        metrics,
-                    )
-                    whole = metrics["all"]
-                    auc = f"  time-AUC {whole['time_auc']:.4f}" if "time_auc" in whole else ""
-                    print(
-                        f"{base['model']:32s} seed {base['seed']} {split:5s} {checkpoint:10s} "
-                        f"epoch {epoch:6.2f} "
-                        f"{seconds:7.1f} s  time-aware {whole['time-aware/realistic']['mrr']:.4f}  "
-                        f"static {whole['static/realistic']['mrr']:.4f}{auc}",
-                        flush=True,
-                    )
-                    rows.extend(new)
-                    writer.writerows(new)
-                    handle.flush()
+            def record(split, checkpoint, epoch, seconds, metrics, history, rows=rows, run=run) -> None:
+                base = run | dict(history="yes" if history else "no", protocol=protocol)
+                new = csv_rows(base, split, checkpoint, epoch, seconds, metrics)
+                rows.extend(row | {"threads": args.threads} for row in new)
 
-                seeded = [*overrides, "--seed_everything", str(seed), "--data.seed", str(seed)]
-                race_one(
-                    config,
-                    budget_s,
-                    budget_epochs,
-                    seeded,
-                    args.data_poor_threshold,
-                    record,
-                    not args.no_time_auc,
-                    args.eval_facts,
-                )
-    if rows:
-        write_outputs(rows, out)
-    print(f"wrote {csv_path}")
+            seeded = [*overrides, "--seed_everything", str(seed), "--data.seed", str(seed)]
+            race_one(config, budget_s, budget_epochs, seeded, args.data_poor_threshold, record,
+                     not args.no_time_auc, args.eval_facts)  # fmt: skip
+            yield from rows
+
+
+SPEC = Benchmark("accuracy_race", __doc__, measure, add_arguments, out_dir=RESULTS / "accuracy_race",
+                 partial=True, env=("OMP_NUM_THREADS", "ROTMEM_DATA_DIR"))  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = SPEC.parser().parse_args(argv)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    if args.summarize:
+        missing = [path for path in args.summarize if not Path(path).is_file()]
+        if missing:
+            raise SystemExit(f"accuracy_race: no such CSV {missing[0]}")
+        write_outputs([row for path in args.summarize for row in read_csv(Path(path))], args.out_dir)
+        return 0
+    import torch
+
+    torch.set_num_threads(args.threads)
+    SPEC.run(args, command_line("accuracy_race", argv, SPEC.env))
+    write_outputs(read_csv(SPEC.out_path(args)), args.out_dir)
     return 0
 
 

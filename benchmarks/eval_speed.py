@@ -13,14 +13,12 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.eval_speed (from the checkout's root)")
 
 import argparse
-import os
-import platform
 import time
 from collections.abc import Iterator
 
 import torch
 
-from benchmarks.runner import Benchmark, Row
+from benchmarks.runner import Benchmark, Row, machine
 from rotmem import RoMem, load_dataset
 from rotmem.evaluation import FILTERS, evaluate_all
 from rotmem.ops import backend_name
@@ -54,10 +52,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
             "filters": "+".join(filters),
             "seconds": round(time.perf_counter() - start, 2),
             "device": device.type if device.type == "cpu" else torch.cuda.get_device_name(),
-            "threads": torch.get_num_threads(),
             "backend": backend_name(device),
-            "cpu": platform.processor() or platform.machine(),
-            "load_1min": round(os.getloadavg()[0], 2),
+            **machine(),
         }
 
 

@@ -19,17 +19,14 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gate_ablation (from the checkout's root)")
 
 import argparse
-import csv
-import os
-import shlex
-import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+from benchmarks.runner import Benchmark, Row
 from rotmem import configs
 
-ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = {
     "gate": lambda gate, paper_gate: ["--model.family.speed", "gate", "--model.gate_path", gate],
     "no-gate": lambda gate, paper_gate: ["--config", str(configs.resolve("ablation-no-gate"))],
@@ -39,58 +36,38 @@ VARIANTS = {
 METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
 
 
-def run_variant(config: str, variant: str, gate: str, paper_gate: str, log_dir: str) -> dict:
+def run_variant(config: str, variant: str, gate: str, paper_gate: str, log_dir: str) -> Row:
     from lightning_modules.cli import run_lightning_cli
 
     args = ["--config", str(configs.resolve(config)), *VARIANTS[variant](gate, paper_gate)]
     start = time.time()
-    cli = run_lightning_cli(
-        [
-            "fit",
-            *args,
-            "--trainer.enable_progress_bar",
-            "false",
-            "--trainer.logger.init_args.save_dir",
-            log_dir,
-        ]
-    )
+    quiet = ["--trainer.enable_progress_bar", "false", "--trainer.logger.init_args.save_dir", log_dir]
+    cli = run_lightning_cli(["fit", *args, *quiet])
     fit_seconds = time.time() - start
     result = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best", verbose=False)[0]
     row = {"variant": variant, "config": Path(config).name, "epochs": cli.trainer.max_epochs}
     for kind in ("time-aware", "static"):
         row.update({f"{kind}/{m}": round(float(result[f"test/{kind}/{m}"]), 4) for m in METRICS})
-    row["fit_seconds"] = round(fit_seconds, 1)
-    return row
+    return row | {"fit_seconds": round(fit_seconds, 1)}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=str(configs.resolve("icews05-15-cpu")))
     parser.add_argument(
         "--variants", nargs="+", default=["gate", "no-gate", "learned"], choices=list(VARIANTS)
     )
     parser.add_argument("--gate", default="~/.cache/rotmem/gates/icews05-15/gate.pt")
     parser.add_argument("--paper-gate", default="~/.cache/rotmem/gates/icews05-15-paper/gate.pt")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/gate_ablation_icews05-15-cpu.csv"))
-    args = parser.parse_args()
-    print(
-        "command: ROTMEM_DATA_DIR="
-        + os.environ.get("ROTMEM_DATA_DIR", "")
-        + " python "
-        + shlex.join(sys.argv)
-    )
-    rows = []
+
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
     with tempfile.TemporaryDirectory() as logs:
         for variant in args.variants:
-            rows.append(run_variant(args.config, variant, args.gate, args.paper_gate, f"{logs}/{variant}"))
-            print(rows[-1], flush=True)
-    with open(args.out, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {args.out}")
-    return 0
+            yield run_variant(args.config, variant, args.gate, args.paper_gate, f"{logs}/{variant}")
 
+
+SPEC = Benchmark("gate_ablation", __doc__, measure, add_arguments, csv_name="gate_ablation_icews05-15-cpu",
+                 env=("OMP_NUM_THREADS", "ROTMEM_DATA_DIR"))  # fmt: skip
 
 if __name__ == "__main__":
-    sys.exit(main())
+    SPEC.main()

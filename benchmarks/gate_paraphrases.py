@@ -14,8 +14,8 @@ change rate) over relations with >= 1 and >= 20 mined pairs (training split).
 
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_paraphrases [--gate gate.pt]
 
-Writes ``benchmarks/results/gate_paraphrases_anchored.csv`` (one row per phrasing) and
-``gate_paraphrase_summary.csv``.
+Writes ``benchmarks/results/gate_paraphrases_anchored.csv`` (one row per phrasing; ``benchmarks.runner``)
+and the summary lines, also ``gate_paraphrase_summary.csv`` beside it.
 """
 
 from __future__ import annotations
@@ -24,21 +24,19 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gate_paraphrases (from the checkout's root)")
 
 import argparse
-import csv
-import shlex
 import statistics
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 from scipy.stats import spearmanr
 
+from benchmarks.runner import Benchmark, Row, command_line, commit_of, write_csv
 from benchmarks.temporal_qa.phrasings import PHRASINGS
 from rotmem.data import load_dataset
 from rotmem.gate import SemanticSpeedGate, mine_transitions
 from rotmem.gate.anchors import AnchoredSpeeds, anchors_for, choose_temperature, read_paraphrases
 
-RESULTS = Path(__file__).resolve().parent / "results"
 MIN_PAIRS = 20
 
 
@@ -49,20 +47,19 @@ def pretrained_gate(kg, path: Path) -> SemanticSpeedGate:
     return SemanticSpeedGate.load(path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--gate", type=Path, help="a saved gate (default: pretrain gate-icews05-15 into --out)"
+        "--gate", type=Path, help="a saved gate (default: pretrain gate-icews05-15 beside --out)"
     )
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    command = "python -m benchmarks.gate_paraphrases " + shlex.join(sys.argv[1:] if argv is None else argv)
+
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
     kg = load_dataset("icews05-15", args.data_dir)
     gate = (
         SemanticSpeedGate.load(args.gate)
         if args.gate
-        else pretrained_gate(kg, args.out / "gate_icews05-15.pt")
+        else pretrained_gate(kg, args.out.with_name("gate_icews05-15.pt"))
     )
     paraphrases = read_paraphrases()
     anchors = anchors_for(kg.relations, paraphrases)
@@ -76,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         plain_rel = dict(zip(relations, gate.alpha(relations).tolist(), strict=True))
     anchored_rel = dict(zip(relations, anchored.alpha(relations).tolist(), strict=True))
 
-    rows = []
+    rows: list[Row] = []
     for p in paraphrases:
         with torch.no_grad():
             plain = float(gate.alpha([p.text])[0])
@@ -114,21 +111,20 @@ def main(argv: list[str] | None = None) -> int:
                     spearman_change_rate=spearman(alpha_rel, 1),
                     **{f"spearman_ge{MIN_PAIRS}": spearman(alpha_rel, MIN_PAIRS)},
                     temperature=temperature if method == "anchored" else "",
-                    loo_max_gap_by_temperature=str(loo_max) if method == "anchored" else "", command=command,
+                    loo_max_gap_by_temperature=str(loo_max) if method == "anchored" else "",
                 )
             )  # fmt: skip
-    args.out.mkdir(parents=True, exist_ok=True)
-    for path, table in ((args.out / "gate_paraphrases_anchored.csv", rows),
-                        (args.out / "gate_paraphrase_summary.csv", summary)):  # fmt: skip
-        with open(path, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(table[0]))
-            writer.writeheader()
-            writer.writerows(table)
-        print(f"wrote {path}")
-    for s in summary:
-        print(s)
-    return 0
+    write_csv(
+        args.out.with_name("gate_paraphrase_summary.csv"),
+        summary,
+        command_line("gate_paraphrases"),
+        commit_of(),
+    )
+    args.notes += [str(s) for s in summary]
+    yield from rows
 
+
+SPEC = Benchmark("gate_paraphrases", __doc__, measure, add_arguments, csv_name="gate_paraphrases_anchored")
 
 if __name__ == "__main__":
-    sys.exit(main())
+    SPEC.main()

@@ -1,33 +1,16 @@
 """Paraphrase consistency against change-rate fidelity of the Semantic Speed Gate, trained several ways.
 
-The packaged ICEWS05-15 gate (Phase 1, Adam 1e-2 x 200 full-batch epochs) gives the held-out
-phrasing "seek the advice of" (relation ``Consult``) a speed 0.74 away from its relation's
-(``benchmarks/gate_paraphrases.py``). Why: its nearest anchor is "ask for help from", a training
-paraphrase of ``Make an appeal or request``, and the gate put ``Consult`` at 0.994 and that
-relation at 0.142, though their mined change rates are 0.746 and 0.593: the MLP fits one free
-speed per relation embedding, saturating the sigmoid for the fastest few, so any two relations
-whose phrasings MiniLM confuses can be almost 1 apart. No loss on the training paraphrases alone
-can fix a confusion with another relation; what can is a gate whose speed is smooth in embedding
-space. This script measures that trade-off, the same Phase-1 loss and data
-(``lightning_modules.phase1_gate``, ``gate-icews05-15`` settings) trained:
-
-- ``paraphrases``: with paraphrase augmentation: every ``train`` paraphrase (``rotmem/gate/
-  paraphrases/*.tsv``) is a second text of its relation and is fitted to the same transitions
-  (a second BCE term), so the gate is told that those words share one speed;
+Why (docs/memory.md): the packaged gate saturates the fastest relations' speeds, so two relations whose
+phrasings MiniLM confuses can be almost 1 apart; only a gate smooth in embedding space can fix that.
+The same Phase-1 loss and data (``lightning_modules.phase1_gate``, ``gate-icews05-15``) trained
+- ``paraphrases``: each ``train`` paraphrase fitted to its relation's transitions (a second BCE term);
 - ``weight_decay``: AdamW's decoupled weight decay on the MLP (0: Adam, the packaged setting);
-- ``smoothing``: a penalty ``lambda · mean_i (sum_j W_ij alpha_j - alpha_i)^2`` on every anchor's
-  leave-one-out anchored gap (``W``: the anchors' softmax(cos / 0.05) weights with ``i`` left out;
-  ``alpha_i``: the gate speed of anchor ``i``'s relation), the very quantity the max gap measures,
-  so relations whose phrasings MiniLM confuses are pulled to one speed (no augmentation, no decay).
-
-Per setting, on the ``heldout`` phrasings (never trained on, never anchors): median and max
-``|alpha(phrasing) - alpha(relation)|`` of the plain gate and of the anchored speeds
-(``rotmem.gate.anchors``, ``T`` by leave-one-out on the train paraphrases); Spearman of the
-relation strings' (anchored) speeds with their mined change rate over relations with >= 1 and
->= 20 pairs; and the spread of relation speeds (std, min, max), since shrinking every speed
-towards one value also shrinks every gap: ``heldout_max_over_alpha_max`` is the max gap in units
-of the fastest relation's speed, a figure that squeezing every speed by one factor leaves as it is.
-Writes ``benchmarks/results/gate_regularisation.csv``.
+- ``smoothing``: ``lambda · mean_i (sum_j W_ij alpha_j - alpha_i)^2`` over the anchors' leave-one-out
+  anchored gaps (``W``: softmax(cos / 0.05) over the other anchors), the quantity the max gap measures.
+Per setting, on the ``heldout`` phrasings: median and max ``|alpha(phrasing) - alpha(relation)|`` of
+the plain gate and of the anchored speeds (``rotmem.gate.anchors``), Spearman of the relations'
+speeds with their mined change rate (>= 1 and >= 20 pairs), the speeds' spread, and
+``heldout_max_over_alpha_max`` (the max gap over the fastest speed: one common factor leaves it alone).
 
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_regularisation
 """
@@ -39,15 +22,14 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import torch
 import yaml
 from scipy.stats import spearmanr
 
-from benchmarks.harness import write_rows
+from benchmarks.runner import Benchmark, Row
 from lightning_modules.phase1_gate import GatePretrainModule, GateTransitionData
 from rotmem import configs
 from rotmem.gate import SemanticSpeedGate, mine_transitions
@@ -56,7 +38,6 @@ from rotmem.gate.encoder import RelationEncoder
 from rotmem.gate.loss import change_probability, weighted_bce
 from rotmem.gate.speed_gate import relation_sentences
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SMOOTHING_TEMPERATURE = 0.05  # the anchored speeds' T on the packaged gate (leave-one-out choice)
 
 
@@ -107,15 +88,13 @@ def heldout_gaps(alpha_held, alpha_rel, heldout, relations) -> list[float]:
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weight-decay", type=float, nargs="+", default=[0.0, 0.1, 0.3, 1.0])
     parser.add_argument("--smoothing", type=float, nargs="*", default=[1.0, 3.0, 10.0, 30.0])
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    given = sys.argv[1:] if argv is None else argv
-    command = " ".join(["python -m benchmarks.gate_regularisation", *given])
+
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
     torch.set_num_threads(1)  # tiny matrices: threads only add synchronisation (phase1_gate docs)
     config = yaml.safe_load(configs.resolve("gate-icews05-15").read_text())
     data_args = {k: v for k, v in config["data"].items() if k not in ("dataset", "data_dir")}
@@ -142,7 +121,6 @@ def main(argv: list[str] | None = None) -> int:
     settings = [(augment, decay, 0.0) for augment in (False, True) for decay in args.weight_decay]
     settings += [(False, 0.0, weight) for weight in args.smoothing]
 
-    rows = []
     for augment, weight_decay, smoothing in settings:
         t0 = time.perf_counter()
         penalty = (smoothing, leave_one_out, anchor_relation) if smoothing else None
@@ -175,11 +153,10 @@ def main(argv: list[str] | None = None) -> int:
             alpha_std=round(float(anchored_rel.std()), 4), alpha_min=round(float(anchored_rel.min()), 4),
             alpha_max=round(float(anchored_rel.max()), 4), seconds=round(time.perf_counter() - t0, 1),
         )  # fmt: skip
-        print(row, flush=True)
-        rows.append(row)
-    write_rows(args.out / "gate_regularisation.csv", rows, command)
-    return 0
+        yield row
 
+
+SPEC = Benchmark("gate_regularisation", __doc__, measure, add_arguments)
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    SPEC.main()

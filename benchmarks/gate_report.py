@@ -14,7 +14,8 @@ The synthetic KG's gate (the packaged config gate-synthetic) is reported too.
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_report            # ~7 min on 2 cores
     python -m benchmarks.gate_report --seeds 3 --skip-paper                   # quick
 
-Writes ``benchmarks/results/gate_*.csv`` and ``gate_alpha_icews05-15.png``.
+Writes ``benchmarks/results/gate_summary_<data>.csv`` (``benchmarks.runner``), ``gate_*.csv`` beside it
+(with the command and commit too) and ``gate_alpha_<data>.png``.
 """
 
 from __future__ import annotations
@@ -23,23 +24,19 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gate_report (from the checkout's root)")
 
 import argparse
-import csv
-import os
-import shlex
 import statistics
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 import yaml
 from scipy.stats import spearmanr
 
+from benchmarks.runner import Benchmark, Row, command_line, commit_of, write_csv
 from lightning_modules.phase1_gate import GateTransitionData, pretrain_gate
 from rotmem import configs
 from rotmem.data import load_dataset, synthetic_kg
 from rotmem.gate.speed_gate import BARE_TEMPLATE, DEFAULT_TEMPLATE
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 MIN_PAIRS = 20
 
@@ -131,14 +128,6 @@ def evaluate_setting(kg, setting: dict, seeds: int):
     return summary, zero_shot, alpha, data, module
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {path}")
-
-
 def plot(
     alpha: torch.Tensor, data: GateTransitionData, spearman_all: float, path: Path, top: int = 12
 ) -> None:
@@ -172,25 +161,26 @@ def plot(
     print(f"wrote {path}")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", default="icews05-15")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--config", default=str(configs.resolve("gate-icews05-15")))
     parser.add_argument("--seeds", type=int, default=20, help="zero-shot splits")
     parser.add_argument(
-        "--skip-paper", action="store_true", help="only the config's setting (no bare-text and paper rows)"
+        "--skip-paper", action="store_true", help="only the config's setting (no bare-text, paper)"
     )
-    parser.add_argument("--out", default=str(RESULTS))
-    args = parser.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    print(
-        "command: ROTMEM_DATA_DIR="
-        + os.environ.get("ROTMEM_DATA_DIR", "")
-        + " python "
-        + shlex.join(sys.argv)
-    )
+
+
+def alpha_rows(kg, alpha: torch.Tensor, data: GateTransitionData) -> list[Row]:
+    pairs, rate = data.all_transitions.per_relation()
+    return [{"relation": name, "alpha": round(float(alpha[i]), 5),
+             "change_rate": "" if pairs[i] == 0 else round(float(rate[i]), 5), "pairs": int(pairs[i])}
+            for i, name in enumerate(kg.relations)]  # fmt: skip
+
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
+    def write(name: str, rows: list[Row]) -> None:
+        write_csv(args.out_dir / name, rows, command_line("gate_report", env=SPEC.env), commit_of())
 
     kg = load_dataset(args.data, args.data_dir)
     main_setting = setting_from_config(configs.resolve(args.config))
@@ -199,76 +189,39 @@ def main() -> int:
         bare = {**main_setting["data"], "template": BARE_TEMPLATE}
         settings.append({**main_setting, "name": f"{main_setting['name']}, bare text", "data": bare})
         settings.append(setting_from_config(configs.resolve("gate-icews05-15-paper")))
-
-    summaries, zero_shot_rows = [], []
+    zero_shot_rows = []
     for setting in settings:
         print(f"setting {setting['name']}: lr {setting['lr']}, {setting['epochs']} epochs", flush=True)
         summary, zero_shot, alpha, data, module = evaluate_setting(kg, setting, args.seeds)
-        print(f"  {summary}", flush=True)
-        summaries.append(summary)
         zero_shot_rows += zero_shot
+        yield summary
         if setting is main_setting:
             main_alpha, main_data, main_summary, main_module = alpha, data, summary, module
-    tag = kg.name
-    write_csv(out / f"gate_summary_{tag}.csv", summaries)
-    write_csv(out / f"gate_zero_shot_{tag}.csv", zero_shot_rows)
-
-    pairs, rate = main_data.all_transitions.per_relation()
-    write_csv(
-        out / f"gate_alpha_{tag}.csv",
-        [
-            {
-                "relation": name,
-                "alpha": round(float(main_alpha[i]), 5),
-                "change_rate": "" if pairs[i] == 0 else round(float(rate[i]), 5),
-                "pairs": int(pairs[i]),
-            }
-            for i, name in enumerate(kg.relations)
-        ],
-    )
-    plot(main_alpha, main_data, main_summary["spearman"], out / f"gate_alpha_{tag}.png")
+    write(f"gate_zero_shot_{kg.name}.csv", zero_shot_rows)
+    write(f"gate_alpha_{kg.name}.csv", alpha_rows(kg, main_alpha, main_data))
+    plot(main_alpha, main_data, main_summary["spearman"], args.out_dir / f"gate_alpha_{kg.name}.png")
 
     # Paraphrases: the gate trained on all relations (config setting), α of text it never saw.
-    originals = [a for a, _ in PARAPHRASES]
-    unknown = [a for a in originals if a not in kg.relations]
+    unknown = [a for a, _ in PARAPHRASES if a not in kg.relations]
     if unknown:
         raise SystemExit(f"paraphrase table names relations not in {kg.name}: {unknown}")
     with torch.no_grad():
-        a_orig = main_module.gate.alpha(originals)
+        a_orig = main_module.gate.alpha([a for a, _ in PARAPHRASES])
         a_para = main_module.gate.alpha([b for _, b in PARAPHRASES])
-    rows = [
-        {
-            "relation": a,
-            "paraphrase": b,
-            "alpha_relation": round(float(x), 4),
-            "alpha_paraphrase": round(float(y), 4),
-            "abs_diff": round(abs(float(x) - float(y)), 4),
-        }
-        for (a, b), x, y in zip(PARAPHRASES, a_orig, a_para, strict=True)
-    ]
-    write_csv(out / f"gate_paraphrases_{tag}.csv", rows)
-    within = sum(row["abs_diff"] <= 0.15 for row in rows)
-    print(f"paraphrases within 0.15: {within}/{len(rows)}")
+    rows = [{"relation": a, "paraphrase": b, "alpha_relation": round(float(x), 4),
+             "alpha_paraphrase": round(float(y), 4), "abs_diff": round(abs(float(x) - float(y)), 4)}
+            for (a, b), x, y in zip(PARAPHRASES, a_orig, a_para, strict=True)]  # fmt: skip
+    write(f"gate_paraphrases_{kg.name}.csv", rows)
+    args.notes.append(f"paraphrases within 0.15: {sum(r['abs_diff'] <= 0.15 for r in rows)}/{len(rows)}")
 
     # The synthetic KG: static vs dynamic relations, with its own config.
     syn = synthetic_kg().kg
-    syn_setting = setting_from_config(configs.resolve("gate-synthetic"))
-    syn_data, _, syn_alpha = fit(syn, syn_setting)
-    syn_pairs, syn_rate = syn_data.all_transitions.per_relation()
-    write_csv(
-        out / "gate_alpha_synthetic.csv",
-        [
-            {
-                "relation": name,
-                "alpha": round(float(syn_alpha[i]), 5),
-                "change_rate": round(float(syn_rate[i]), 5),
-                "pairs": int(syn_pairs[i]),
-            }
-            for i, name in enumerate(syn.relations)
-        ],
-    )
-    return 0
+    syn_data, _, syn_alpha = fit(syn, setting_from_config(configs.resolve("gate-synthetic")))
+    write("gate_alpha_synthetic.csv", alpha_rows(syn, syn_alpha, syn_data))
 
+
+SPEC = Benchmark("gate_report", __doc__, measure, add_arguments, out_dir=True, env=("ROTMEM_DATA_DIR",),
+                 csv_name=lambda args: f"gate_summary_{args.data}")  # fmt: skip
 
 if __name__ == "__main__":
-    sys.exit(main())
+    SPEC.main()

@@ -139,7 +139,7 @@ fi
 
 # the step's and the cross-entropy's forward+backward lines per provider and precision, failures, skips
 report_kernels() {
-    grep -h "forward+backward\|^FAILED\|^skipped\|^provider" "$OUT/kernels_$DEVICE.txt" "$OUT/kernels.log" 2>/dev/null |
+    grep -h "forward+backward\|^FAILED\|^skipped\|^provider" "$OUT/kernels_$DEVICE.md" "$OUT/kernels.log" 2>/dev/null |
         tee -a "$SUMMARY"
 }
 if wanted kernels; then

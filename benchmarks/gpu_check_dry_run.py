@@ -1,24 +1,15 @@
 """The dry run of ``benchmarks/gpu_check.sh``: every step's command line, started in one Python process.
 
-A new interpreter per step spends most of a dry run importing the same libraries again (torch,
-Lightning, pytest: 5 to 15 CPU seconds each time on a slow core). This process imports them once
-(``SHARED``, those that are installed), then forks one child per step, which runs the step's command
-as the interpreter would: ``PYTHON -m MODULE ARGS`` and ``PYTHON SCRIPT ARGS`` through ``runpy``
-(``sys.argv`` and ``sys.path[0]`` set as ``python`` sets them), ``PYTHON -c CODE ARGS`` by ``exec``;
-any other command (``bash -c env_report``) is executed as it is. The project's own modules and the
-scripts are imported by each child, so an import error, a bad argument or a missing file fails its
-own step. A child's exit code is its ``SystemExit`` code (1 for an uncaught exception, traceback in
-its log).
-
-Each child runs in its own process group with its step's time limit (then SIGKILL to the group and
-rc 124, as ``timeout``), its output in ``OUT/NAME.log``; up to ``--jobs`` run at once. For each step,
-``OUT/NAME.result`` gets ``RC in SECONDS s`` (``RC (timed out)`` past the limit), which the script
-puts in its summary; the last line printed is the whole run's wall and CPU seconds.
+This process imports the heavy libraries once (``SHARED``), then forks one child per step, which runs
+its command as the interpreter would (``PYTHON -m MODULE``, ``PYTHON SCRIPT`` through ``runpy``,
+``PYTHON -c CODE`` by ``exec``; anything else is executed), so an import error, a bad argument or a
+missing file fails its own step, with the exit code ``python`` would give. Each child has its own
+process group and time limit (then SIGKILL and rc 124, as ``timeout``), its output in
+``OUT/NAME.log`` and ``RC in SECONDS s`` in ``OUT/NAME.result``; up to ``--jobs`` at once.
 
     python -m benchmarks.gpu_check_dry_run --python PYTHON --out OUT QUEUE
 
-QUEUE: the steps as ``gpu_check.sh --dry-run`` writes them, NUL-terminated words: NAME, LIMIT (s),
-ARGC, then the ARGC words of the command. PYTHON: the word that names this interpreter in them.
+QUEUE: NUL-terminated words, per step NAME, LIMIT (s), ARGC, then the command's ARGC words.
 """
 
 from __future__ import annotations

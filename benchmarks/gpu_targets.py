@@ -3,8 +3,8 @@ benchmark's shapes on an H200 and an A100, the occupancy ptxas's register counts
 kernels, and the paper-size epoch's floor. Arithmetic, no GPU: the figures a measurement is
 compared against (``docs/gpu.md``).
 
-    python -m benchmarks.gpu_targets      # writes benchmarks/results/gpu_{targets,epoch_floor,occupancy}.csv
-    python -m benchmarks.gpu_targets --markdown   # and prints docs/gpu.md's tables
+    python -m benchmarks.gpu_targets  # benchmarks/results/gpu_{targets,epoch_floor,occupancy}.csv;
+                                      # gpu_targets.md has docs/gpu.md's tables
 
 Counting rules. Bytes: what the op must read and write once (inputs, outputs, and for the fused
 cross-entropy each logit tile written by its matrix product and read back by the row kernels:
@@ -22,14 +22,13 @@ from __future__ import annotations
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gpu_targets (from the checkout's root)")
 
-import csv
+import argparse
 import math
-import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
-COMMAND = "python -m benchmarks.gpu_targets"
+from benchmarks.kernels import ICEWS, Shape, bandwidth_shape, large_shape
+from benchmarks.runner import RESULTS, Benchmark, Row, command_line, commit_of, read_csv, write_csv
 
 
 @dataclass(frozen=True)
@@ -43,22 +42,10 @@ class Gpu:
 GPUS = (Gpu("H200", 4.8e12, 989e12, 67e12), Gpu("A100", 2.0e12, 312e12, 19.5e12))
 BYTES = {"float32": 4, "bfloat16": 2}
 SINCOS = 40  # FLOPs of one sine and cosine
-
-
-@dataclass(frozen=True)
-class Shape:
-    """As ``benchmarks/kernels.py``'s: ``batch`` facts, ``n`` complex pairs, ``entities`` N."""
-
-    name: str
-    batch: int
-    n: int
-    entities: int
-    relations: int
-
-
-ICEWS = Shape("icews05-15", 1000, 249, 10488, 251)
-LARGE = Shape("large", 4096, 249, 1_000_000, 251)
-BANDWIDTH = Shape("bandwidth", 2**20 // 5, 249, 1, 1)  # rotate of 2**20 rows (kernels.py's GPU default)
+THREADS = 256  # each CUDA kernel's block (csrc/cuda: kThreads; row kernels' threads_for_row at these widths)
+# the kernel benchmark's shapes on a GPU; rotate of 2**20 rows
+SHAPES = {ICEWS: ("rotate", "unrotated_query_indexed", "cross_entropy_all", "score_all", "n3", "step"),
+          large_shape(4096): ("cross_entropy_all", "step"), bandwidth_shape(2**20): ("rotate",)}  # fmt: skip
 
 
 def cost(op: str, mode: str, shape: Shape, dtype: str) -> tuple[float, float, float]:
@@ -124,16 +111,15 @@ def occupancy(registers: int, threads: int, shared_bytes: int = 0) -> float:
     return blocks * warps_per_block / 64
 
 
-# the block size each CUDA kernel is launched with (csrc/cuda: kThreads = 256; row kernels
-# threads_for_row(width) = 256 at the benchmark's widths)
-THREADS = 256
-
-
-def targets() -> list[dict]:
-    rows = []
-    for shape, ops in ((ICEWS, ("rotate", "unrotated_query_indexed", "cross_entropy_all", "score_all", "n3",
-                                "step")),
-                       (LARGE, ("cross_entropy_all", "step")), (BANDWIDTH, ("rotate",))):  # fmt: skip
+def targets(args: argparse.Namespace) -> Iterator[Row]:
+    """Per op, mode, shape and dtype: bytes, FLOPs and the floor per GPU; writes the epoch's floor and
+    the occupancy beside the CSV."""
+    out = args.out.parent
+    command, commit = command_line("gpu_targets"), commit_of()
+    write_csv(out / "gpu_epoch_floor.csv", epoch_floor(), command, commit)
+    if occ := occupancies():
+        write_csv(out / "gpu_occupancy.csv", occ, command, commit)
+    for shape, ops in SHAPES.items():
         for op in ops:
             for mode in ("forward", "forward+backward"):
                 for dtype in BYTES:
@@ -143,13 +129,11 @@ def targets() -> list[dict]:
                            "matmul_flop": int(matmul), "elementwise_flop": int(elementwise)}  # fmt: skip
                     for gpu in GPUS:
                         seconds, bound = roofline_s(gpu, dtype, nbytes, matmul, elementwise)
-                        row[f"{gpu.name}_us"] = round(seconds * 1e6, 2)
-                        row[f"{gpu.name}_bound"] = bound
-                    rows.append(row)
-    return rows
+                        row |= {f"{gpu.name}_us": round(seconds * 1e6, 2), f"{gpu.name}_bound": bound}
+                    yield row
 
 
-def epoch_floor() -> list[dict]:
+def epoch_floor() -> list[Row]:
     """The paper-size epoch (ICEWS05-15, 368,962 facts in batches of 1000, dim 500): its steps'
     FLOPs and floor time per GPU and dtype."""
     steps = math.ceil(368_962 / 1000)
@@ -159,36 +143,23 @@ def epoch_floor() -> list[dict]:
         row = {"steps": steps, "dtype": dtype, "flop": f"{steps * (matmul + elementwise):.3e}",
                "bytes": f"{steps * nbytes:.3e}"}  # fmt: skip
         for gpu in GPUS:
-            seconds, _ = roofline_s(gpu, dtype, nbytes, matmul, elementwise)
-            row[f"{gpu.name}_s"] = round(steps * seconds, 3)
+            row[f"{gpu.name}_s"] = round(steps * roofline_s(gpu, dtype, nbytes, matmul, elementwise)[0], 3)
         rows.append(row)
     return rows
 
 
-def occupancies(ptxas_csv: Path) -> list[dict]:
+def occupancies() -> list[Row]:
     """Occupancy of every CUDA kernel in ptxas's report (``.ci/cuda_compile.sh``)."""
-    if not ptxas_csv.is_file():
+    if not (RESULTS / "cuda_ptxas.csv").is_file():
         return []
-    with open(ptxas_csv) as f:
-        lines = [line for line in f if not line.startswith("#")]
-    out = []
-    for r in csv.DictReader(lines):
-        share = occupancy(int(r["registers"]), THREADS, int(r["shared_bytes"]))
-        out.append({"file": r["file"], "arch": r["arch"], "kernel": r["kernel"], "registers": r["registers"],
-                    "threads": THREADS, "occupancy": round(share, 3)})  # fmt: skip
-    return out
+    rows = read_csv(RESULTS / "cuda_ptxas.csv", comments=True)
+    share = [occupancy(int(r["registers"]), THREADS, int(r["shared_bytes"])) for r in rows]
+    keys = ("file", "arch", "kernel", "registers")
+    return [{k: r[k] for k in keys} | {"threads": THREADS, "occupancy": round(s, 3)}
+            for r, s in zip(rows, share, strict=True)]  # fmt: skip
 
 
-def write(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as f:
-        f.write(f"# {COMMAND}\n")
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {path} ({len(rows)} rows)")
-
-
-def markdown(rows: list[dict], occ: list[dict]) -> str:
+def markdown(rows: list[Row]) -> list[str]:
     """The tables of ``docs/gpu.md``: forward + backward targets, and occupancy per CUDA kernel."""
     out = ["| op | shape | dtype | MB moved | GFLOP | H200 floor (µs) | A100 floor (µs) | bound |",
            "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]  # fmt: skip
@@ -201,7 +172,7 @@ def markdown(rows: list[dict], occ: list[dict]) -> str:
     header = "| CUDA kernel (every dtype) | registers sm_80 / sm_90 (most) | occupancy sm_80 / 90 (least) |"
     out += ["", header, "| --- | ---: | ---: |"]
     by_kernel: dict[tuple[str, str], list[dict]] = {}
-    for r in occ:  # "void rotmem::(anonymous namespace)::name<dtypes>(args)" -> "file: name"
+    for r in occupancies():  # "void rotmem::(anonymous namespace)::name<dtypes>(args)" -> "file: name"
         name = r["kernel"].replace("rotmem::(anonymous namespace)::", "").removeprefix("void ").split("<")[0]
         by_kernel.setdefault((f"{r['file']}: {name.split('(')[0]}", r["arch"]), []).append(r)
     for kernel in sorted({k for k, _ in by_kernel}):
@@ -211,22 +182,12 @@ def markdown(rows: list[dict], occ: list[dict]) -> str:
             regs.append(str(max((int(r["registers"]) for r in rows), default="-")))
             share.append(str(min((r["occupancy"] for r in rows), default="-")))
         out.append(f"| `{kernel}` | {' / '.join(regs)} | {' / '.join(share)} |")
-    return "\n".join(out)
+    return [*(f"{r}" for r in epoch_floor()), "", *out]
 
 
-def main() -> int:
-    RESULTS.mkdir(exist_ok=True)
-    write(RESULTS / "gpu_targets.csv", targets())
-    write(RESULTS / "gpu_epoch_floor.csv", epoch_floor())
-    occ = occupancies(RESULTS / "cuda_ptxas.csv")
-    if occ:
-        write(RESULTS / "gpu_occupancy.csv", occ)
-    for row in epoch_floor():
-        print(row)
-    if "--markdown" in sys.argv[1:]:
-        print(markdown(targets(), occ))
-    return 0
-
+SPEC = Benchmark(
+    "gpu_targets", __doc__, targets, summarize=markdown, columns=("op", "mode", "shape", "dtype")
+)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    SPEC.main()

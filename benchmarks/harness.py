@@ -1,22 +1,19 @@
-"""What the kernel benchmarks share: the training step they time, and how they time it.
+"""What the kernel and training benchmarks share: the training step they time, the CPU's peak memory,
+the demo config's history term and a quiet Lightning trainer.
 
-``step`` is one Phase-2 objective as ``rotmem.losses`` computes it, written once for
-``kernels.py`` (op ``step``) and ``native_step.py``. ``interleaved`` times providers round by
-round, one call each in turn, so a change in load on a shared machine hits every provider alike:
-only ratios measured side by side in one run are meaningful there.
+``step`` is one Phase-2 objective as ``rotmem.losses`` computes it, for ``kernels.py`` (op ``step``)
+and ``native_step.py``. Not ``rotmem.training.phase2_loss``: that takes a model and the configured
+backend, while these time the ops of one given backend module (or a swapped-in cross-entropy).
 """
 
 from __future__ import annotations
 
 import csv
-import shlex
-import statistics
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from rotmem.ops import reference
 from rotmem.ops.table_grad import gather_rows
@@ -25,20 +22,25 @@ TAU0 = 12784.0  # 2005-01-01 in days since 1970-01-01: ICEWS05-15's first day
 REGULARIZER_WEIGHT = 0.01
 
 
-def step(
-    ops,
-    entity: torch.Tensor,
-    w: torch.Tensor,
-    w_hat: torch.Tensor,
-    alpha_logit: torch.Tensor,
-    log_s: torch.Tensor,
-    log_base: torch.Tensor,
-    h: torch.Tensor,
-    r: torch.Tensor,
-    t: torch.Tensor,
-    tau: torch.Tensor,
-    sparse: bool | None = None,
-) -> torch.Tensor:
+def demo_history():
+    """The history term of the demo config (icews05-15-romem-complex-rules)."""
+    from rotmem.models import HistorySpec
+
+    slots, pairs, rules = (1, 3, 7, 30, 90, 365), (1, 3, 7, 30), (0, 1, 2, 3, 5, 7, 14, 30)
+    return HistorySpec(slot_windows=slots, pair_windows=pairs, rule_windows=rules)
+
+
+def quiet_trainer(root: str, **settings):
+    """A Lightning trainer without logger, checkpoints, progress bar, summary or validation, on one
+    device (``settings`` override: ``max_epochs``, ``accelerator``, ``callbacks``, ...)."""
+    import pytorch_lightning as pl
+
+    quiet = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, limit_val_batches=0)
+    quiet |= dict(enable_model_summary=False, default_root_dir=root, devices=1, accelerator="cpu")
+    return pl.Trainer(**(quiet | settings))
+
+
+def step(ops, entity, w, w_hat, alpha_logit, log_s, log_base, h, r, t, tau, sparse=None) -> torch.Tensor:
     """``½(CE_tail + CE_head) + 0.01 · N3 / B`` of one batch (``h, r, t [B]``, ``tau [B]`` days):
     both directions' queries in one fused call, the cross-entropy over all entities, N3 over the
     batch's rows; ``alpha_logit [R]`` learned speeds. ``ops``: a backend module. ``sparse``: the
@@ -54,63 +56,25 @@ def step(
     return loss + REGULARIZER_WEIGHT * ops.n3(rows) / h.shape[0]
 
 
-def synchronize(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def interleaved(
-    timers: dict[str, Callable[[], float]],
-    rounds: int,
-    warmup: int = 0,
-    on_error: Callable[[str, Exception], None] | None = None,
-) -> dict[str, list[float]]:
-    """Milliseconds of ``rounds`` timed calls of each timer (each returns the ms it measured), after
-    ``warmup`` untimed ones, one call per provider in turn. With ``on_error``, a provider that raises
-    is reported to it and dropped (the others go on); without, the error propagates."""
-    live = dict(timers)
-    times: dict[str, list[float]] = {name: [] for name in timers}
-    for i in range(warmup + rounds):
-        for name in list(live):
-            try:
-                ms = live[name]()
-            except Exception as error:
-                if on_error is None:
-                    raise
-                on_error(name, error)
-                del live[name]
-                continue
-            if i >= warmup:
-                times[name].append(ms)
-    return {name: times[name] for name in live}
-
-
-def timed(fn: Callable[[], object], device: str = "cpu") -> float:
-    """Milliseconds of one call of ``fn`` (waiting for the GPU at both ends)."""
-    synchronize(device)
-    start = time.perf_counter()
-    fn()
-    synchronize(device)
-    return (time.perf_counter() - start) * 1e3
-
-
-def percentile(times: list[float], q: int) -> float:
-    """The ``q``-th percentile (inclusive method); the value itself for one time."""
-    if len(times) < 2:
-        return times[0]
-    return statistics.quantiles(times, n=100, method="inclusive")[q - 1]
-
-
-def command_line(module: str, argv: list[str] | None) -> str:
-    """The command that ran the benchmark ``module`` (``benchmarks.kernels``) with ``argv`` (the
-    process's arguments when None), for its CSV and summary."""
-    args = sys.argv[1:] if argv is None else argv
-    return shlex.join(["python", "-m", module, *args])
+def cpu_peak_bytes(fn: Callable[[], object]) -> int:
+    """Peak growth (bytes) of torch-allocated CPU memory during ``fn()``, from the profiler's
+    allocator events: every tensor, including those native and compiled code allocate."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    cpu = torch._C._autograd.DeviceType.CPU
+    events = [
+        e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]" and e.device_type() == cpu
+    ]
+    current = peak = 0
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        current += event.nbytes()
+        peak = max(peak, current)
+    return peak
 
 
 def write_rows(path: Path, rows: list[dict], command: str) -> None:
-    """``rows`` (one dict per row, the first one's keys as the header) to the CSV ``path``, each with
-    a last column ``command``: the command that made them."""
+    """``rows`` to the CSV ``path`` with a last column ``command`` (for the benchmarks not yet on
+    ``benchmarks.runner``, which writes the command and the commit itself)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=[*rows[0], "command"])

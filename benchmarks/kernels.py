@@ -1,35 +1,19 @@
 """Time and measure the memory of every RoMem op, and of one whole training step, per backend.
 
-Providers: ``eager`` (``rotmem.ops.reference``), ``compile`` (``torch.compile`` of the reference),
-``native`` (csrc, when built for the device), ``triton`` (CUDA only), and for the cross-entropy and
-the step only ``linear`` (the chunked cuBLAS/BLAS cross-entropy the native backend runs on CUDA),
-``liger`` (Liger-Kernel's fused linear cross-entropy) and ``cce`` (Cut Cross-Entropy), both GPU-only
-(``benchmarks.ce_providers``: eager ops around the provider's cross-entropy). Precisions: float32,
-``tf32`` (float32 tensors, TensorFloat-32 products on a GPU) and bfloat16. Modes: ``forward``
-(without autograd, as in evaluation), ``backward`` (a forward that records the graph runs untimed
-before it) and ``forward+backward``. A fused cross-entropy that needs gradients computes them in
-its forward sweep when the table is small (``rotmem.ops.ce_tiles``), so its ``backward`` is
-nearly free and only ``forward+backward`` compares it fairly. Shapes: ICEWS05-15
-(B = 1000, n = 249, N = 10,488, R = 251) and a large graph (N = 1,000,000, B = 4,096; on the CPU
-a smaller batch, ``--large-batch``, and only the fused cross-entropy by default).
+Providers ``eager`` (``rotmem.ops.reference``), ``compile`` (``torch.compile`` of it), ``native``,
+``triton`` (CUDA only) and, for the cross-entropy and the step, ``linear``, ``liger``, ``cce``
+(``benchmarks.ce_providers``); precisions float32, ``tf32`` (GPU) and bfloat16; modes ``forward``
+(no autograd), ``backward`` (after an untimed forward) and ``forward+backward`` (the only fair one
+for a cross-entropy that computes its gradients in the forward sweep, ``rotmem.ops.ce_tiles``).
+Shapes: ICEWS05-15, a large graph (N = 1M), ``rotate`` beside a copy for GB/s. Peak memory: growth
+above the inputs during one run (GPU: ``max_memory_allocated``; CPU: the profiler's allocator
+events). Providers run interleaved, rep by rep: on a shared CPU only ratios are comparable. The
+issue's targets (rotate's GB/s, the ICEWS05-15 step, the large graph's CE) come first per dtype; a
+provider that raises on an op is dropped from it with a ``FAILED`` line (exit code 1).
+Writes ``<out-dir>/kernels_<device>.csv``, ``.md`` (the ratios against eager) and ``.png``.
 
-Writes ``<out-dir>/kernels_<device>.csv`` (op, mode, provider, shape, dtype, device, threads,
-ms_median, ms_p20, ms_p80, peak_mem_mb, gb_per_s), a summary of the ratios against eager
-(``kernels_<device>.txt``) and a chart (``kernels_<device>.png``); prints the command that made it.
-
-Peak memory is the growth of allocated memory above what the inputs already hold, during one
-run: ``torch.cuda.max_memory_allocated`` on a GPU; on the CPU the allocator's events recorded by
-the PyTorch profiler (every tensor, including those the native and compiled code allocate).
-Times on a shared CPU are only comparable as ratios: providers run interleaved, rep by rep.
-
-    python -m benchmarks.kernels                       # this machine's default device
-    python -m benchmarks.kernels --device cuda --dtype float32,tf32,bfloat16
+    python -m benchmarks.kernels --device cuda --dtype float32,tf32,bfloat16 --budget-s 130
     python -m benchmarks.kernels --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
-    python -m benchmarks.kernels --budget-s 130             # nothing new starts after 130 s
-
-The issue's targets (rotate's GB/s, the ICEWS05-15 step, the large graph's CE) are measured first
-in each dtype. A backend that raises on an op (a kernel that fails to compile, out of memory) is
-dropped from that op with a ``FAILED`` line in the summary, the others go on, and the exit code is 1.
 """
 
 from __future__ import annotations
@@ -39,12 +23,11 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 
 import argparse
 import contextlib
-import csv
 import math
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -52,9 +35,8 @@ from pathlib import Path
 import torch
 
 from benchmarks import ce_providers
-from benchmarks.harness import TAU0, command_line, interleaved, percentile, step, synchronize
-from benchmarks.plot_kernels import plot
-from rotmem.cpu_memory import cpu_peak_bytes
+from benchmarks.harness import TAU0, cpu_peak_bytes, step
+from benchmarks.runner import Benchmark, Row, add_threads, command_line, interleaved, spread, synchronize
 from rotmem.ops import reference
 from rotmem.ops.backend import _load, available
 
@@ -62,25 +44,11 @@ OPS = ("rotate", "unrotated_query_indexed", "cross_entropy_all", "n3", "score_al
 MODES = ("forward", "backward", "forward+backward")
 PROVIDERS = ("eager", "compile", "native", "triton", *ce_providers.PROVIDERS)
 CE_OPS = ("cross_entropy_all", "step")  # the ops the cross-entropy providers time
-PRECISIONS = {
-    "float32": (torch.float32, False),
-    "tf32": (torch.float32, True),
-    "bfloat16": (torch.bfloat16, False),
-}
-COLUMNS = (
-    "op",
-    "mode",
-    "provider",
-    "shape",
-    "dtype",
-    "device",
-    "threads",
-    "ms_median",
-    "ms_p20",
-    "ms_p80",
-    "peak_mem_mb",
-    "gb_per_s",
-)
+PRECISIONS = {"float32": (torch.float32, False), "tf32": (torch.float32, True)}
+PRECISIONS["bfloat16"] = (torch.bfloat16, False)
+COLUMNS = ("op", "mode", "provider", "shape", "dtype", "device", "threads", "ms_median", "ms_p20", "ms_p80",
+           "peak_mem_mb", "gb_per_s")  # fmt: skip
+COMPILE_SHAPES = ("quick", "icews05-15", "bandwidth")  # compiling at the large shape takes minutes
 
 
 @dataclass(frozen=True)
@@ -108,7 +76,6 @@ def bandwidth_shape(rows: int) -> Shape:
     return Shape("bandwidth", max(1, rows // 5), 249, 1, 1)
 
 
-# --- inputs and calls --------------------------------------------------------------------------
 def make_inputs(op: str, shape: Shape, precision: str, device: str) -> tuple[list, list[int]]:
     """Arguments of ``op`` at ``shape`` and the positions of those that take gradients."""
     dtype = PRECISIONS[precision][0]
@@ -121,34 +88,25 @@ def make_inputs(op: str, shape: Shape, precision: str, device: str) -> tuple[lis
     def ids(high, count=B):
         return torch.randint(0, high, (count,), generator=g).to(device)
 
+    def scalar(value):
+        return torch.tensor(value, device=device, dtype=dtype)
+
     days = (TAU0 + torch.randint(0, 4017, (B,), generator=g).double()).to(device, dtype)
     if op == "rotate":  # the time-contrastive loss rotates B facts at 1 + J = 5 times
         return [uniform(5 * B, 2 * n), uniform(5 * B, n, scale=math.pi)], [0, 1]
     if op == "unrotated_query_indexed":
         tables = [uniform(N, 2 * n), uniform(R, 2 * n), uniform(R, 2 * n)]
         alpha = torch.rand(B, generator=g).to(device, dtype)
-        spectrum = [
-            torch.tensor(math.log(0.05), device=device, dtype=dtype),
-            torch.tensor(9.21, device=device, dtype=dtype),
-        ]
+        spectrum = [scalar(math.log(0.05)), scalar(9.21)]
         return [*tables, ids(N), ids(R), days, alpha, *spectrum, TAU0], [0, 1, 2, 6, 7, 8]
-    if op == "cross_entropy_all":
-        return [uniform(B, 2 * n, scale=1.0), uniform(N, 2 * n), ids(N)], [0, 1]
-    if op == "score_all":
-        return [uniform(B, 2 * n, scale=1.0), uniform(N, 2 * n)], [0, 1]
+    if op in ("cross_entropy_all", "score_all"):
+        args = [uniform(B, 2 * n, scale=1.0), uniform(N, 2 * n), ids(N)]
+        return args[: 3 if op == "cross_entropy_all" else 2], [0, 1]
     if op == "n3":
         return [uniform(B, 2 * n) for _ in range(4)], [0, 1, 2, 3]
     if op == "step":
-        tables = [
-            uniform(N, 2 * n),
-            uniform(R, 2 * n),
-            uniform(R, 2 * n),
-            torch.zeros(R, device=device, dtype=dtype),
-        ]
-        spectrum = [
-            torch.tensor(math.log(0.05), device=device, dtype=dtype),
-            torch.tensor(9.21, device=device, dtype=dtype),
-        ]
+        tables = [uniform(N, 2 * n), uniform(R, 2 * n), uniform(R, 2 * n), scalar(0.0).expand(R).clone()]
+        spectrum = [scalar(math.log(0.05)), scalar(9.21)]
         return [*tables, *spectrum, ids(N), ids(R), ids(N), days], [0, 1, 2, 3, 4, 5]
     raise ValueError(f"unknown op {op!r}; expected one of {OPS}")
 
@@ -182,10 +140,11 @@ def providers_for(device: str, wanted: list[str]) -> dict[str, object]:
     return found
 
 
-# --- measurement -------------------------------------------------------------------------------
+_GRADS: dict[tuple, torch.Tensor] = {}
+
+
 def run_once(fn: Callable, args: list, grad_idx: list[int], mode: str, device: str) -> float:
     """Milliseconds of one ``mode`` run of ``fn(*args)``."""
-    wrt = [args[i] for i in grad_idx]
     if mode == "backward":
         out = fn(*args)
         synchronize(device)
@@ -196,114 +155,69 @@ def run_once(fn: Callable, args: list, grad_idx: list[int], mode: str, device: s
     elif mode == "forward+backward":
         out = fn(*args)
     if mode != "forward":
-        torch.autograd.grad(out, wrt, torch.ones_like(out) if out.dim() == 0 else _grad_like(out))
+        key = (tuple(out.shape), out.dtype, out.device)
+        if key not in _GRADS:
+            _GRADS[key] = torch.ones_like(out) if out.dim() == 0 else torch.randn_like(out)
+        grad = _GRADS[key]
+        torch.autograd.grad(out, [args[i] for i in grad_idx], grad)
     synchronize(device)
     return (time.perf_counter() - start) * 1e3
 
 
-_GRADS: dict[tuple, torch.Tensor] = {}
-
-
-def _grad_like(out: torch.Tensor) -> torch.Tensor:
-    key = (tuple(out.shape), out.dtype, out.device)
-    if key not in _GRADS:
-        _GRADS[key] = torch.randn_like(out)
-    return _GRADS[key]
-
-
 def peak_memory_mb(fn: Callable, args: list, grad_idx: list[int], mode: str, device: str) -> float:
-    """Peak growth of allocated memory (MiB) during one ``mode`` run."""
-    if device == "cuda":
-        synchronize(device)
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        run_once(fn, args, grad_idx, mode if mode != "backward" else "forward+backward", device)
-        return (torch.cuda.max_memory_allocated() - base) / 2**20
-    run = mode if mode != "backward" else "forward+backward"
-    return cpu_peak_bytes(lambda: run_once(fn, args, grad_idx, run, device)) / 2**20
-
-
-def bytes_moved(op: str, args: list) -> int | None:
-    """Bytes a memory-bound op must read and write once (for GB/s), else None."""
-    if op == "rotate":
-        x, theta = args
-        return (2 * x.numel() + theta.numel()) * x.element_size()
-    if op == "copy":
-        return 2 * args[0].numel() * args[0].element_size()
-    return None
-
-
-def measure(op, shape, dtype, device, providers, modes, reps, warmup) -> tuple[list[dict], list[str]]:
-    """Rows of ``op`` per mode and provider, and one line per provider that raised (which is then
-    dropped, so one broken backend or an out-of-memory does not stop the others being measured)."""
-    args, grad_idx = make_inputs(op, shape, dtype, device)
-    for i in grad_idx:
-        args[i].requires_grad_(True)
-    functions = {}
-    for name, module in providers.items():
-        fn = op_function(op, module)
-        functions[name] = torch.compile(fn) if name == "compile" else fn
-    rows, failures = [], []
-    for mode in modes:
-
-        def drop(name: str, error: Exception, mode: str = mode) -> None:  # reported; the exit code is 1
-            failures.append(failure_line(op, mode, name, shape, dtype, error))
-            del functions[name]
-
-        call = (args, grad_idx, mode, device)
-        timers = {n: partial(run_once, fn, *call) for n, fn in functions.items()}
-        times = interleaved(timers, reps, warmup, drop)
-        peaks = interleaved({n: partial(peak_memory_mb, functions[n], *call) for n in times}, 1, 0, drop)
-        rows += [row(op, mode, n, shape, dtype, device, times[n], peaks[n][0], None) for n in peaks]
-    return rows, failures
+    """Peak growth of allocated memory (MiB) during one ``mode`` run (``backward``: with its forward)."""
+    run = partial(run_once, fn, args, grad_idx, "forward+backward" if mode == "backward" else mode, device)
+    if device != "cuda":
+        return cpu_peak_bytes(run) / 2**20
+    synchronize(device)
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    run()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
 def failure_line(op, mode, provider, shape, dtype, error: BaseException) -> str:
     message = str(error).strip().splitlines()
-    return (
-        f"FAILED {shape.label()} {dtype} {op} {mode} {provider}: "
-        f"{type(error).__name__}: {message[0] if message else ''}"
-    )
+    line = f"FAILED {shape.label()} {dtype} {op} {mode} {provider}: {type(error).__name__}: "
+    line += message[0] if message else ""
+    print(line, file=sys.stderr, flush=True)
+    return line
 
 
-def row(op, mode, provider, shape, dtype, device, times, peak_mb, nbytes) -> dict:
+def row(op, mode, provider, shape, dtype, device, times, peak_mb, nbytes=None) -> Row:
     median = statistics.median(times)
-    return {
-        "op": op,
-        "mode": mode,
-        "provider": provider,
-        "shape": shape.label(),
-        "dtype": dtype,
-        "device": device,
-        "threads": torch.get_num_threads() if device == "cpu" else "",
-        "ms_median": round(median, 4),
-        "ms_p20": round(percentile(times, 20), 4),
-        "ms_p80": round(percentile(times, 80), 4),
-        "peak_mem_mb": round(peak_mb, 3),
-        "gb_per_s": "" if nbytes is None else round(nbytes / (median * 1e-3) / 1e9, 2),
-    }
+    return {"op": op, "mode": mode, "provider": provider, "shape": shape.label(), "dtype": dtype,
+            "device": device, "threads": torch.get_num_threads() if device == "cpu" else "", **spread(times),
+            "peak_mem_mb": round(peak_mb, 3),
+            "gb_per_s": "" if nbytes is None else round(nbytes / (median * 1e-3) / 1e9, 2)}  # fmt: skip
 
 
-def bandwidth_rows(shape, dtype, device, providers, reps, warmup) -> tuple[list[dict], list[str]]:
-    """``rotate`` forward beside a plain tensor copy of its input: GB/s against the practical peak;
-    and one line per provider that raised."""
-    args, _ = make_inputs("rotate", shape, dtype, device)
+def measure_op(op, shape, dtype, device, providers, modes, reps, warmup) -> tuple[list[Row], list[str]]:
+    """Rows of ``op`` per mode and provider (at the bandwidth shape, a plain copy of the input too),
+    and one line per provider that raised, which is then dropped: the others are still measured."""
+    args, grad_idx = make_inputs(op, shape, dtype, device)
+    for i in grad_idx:
+        args[i].requires_grad_(True)
+    cases = {name: (op, op_function(op, module), args) for name, module in providers.items()}
+    if shape.name == "bandwidth":  # rotate's GB/s beside a plain copy of its input
+        cases = {"torch": ("copy", torch.clone, args[:1])} | cases
+    cases = {n: (o, torch.compile(fn) if n == "compile" else fn, a) for n, (o, fn, a) in cases.items()}
     rows, failures = [], []
-    cases = {"torch": (torch.clone, [args[0]])} | {
-        name: (op_function("rotate", m), args) for name, m in providers.items()
-    }
-    for name, (fn, fn_args) in cases.items():
-        fn = torch.compile(fn) if name == "compile" else fn
-        op = "copy" if name == "torch" else "rotate"
-        try:
-            for _ in range(warmup):
-                run_once(fn, fn_args, [], "forward", device)
-            times = [run_once(fn, fn_args, [], "forward", device) for _ in range(reps)]
-            peak = peak_memory_mb(fn, fn_args, [], "forward", device)
-        except Exception as error:  # noqa: BLE001 - reported in the summary, and the exit code is 1
-            failures.append(failure_line(op, "forward", name, shape, dtype, error))
-            continue
-        rows.append(row(op, "forward", name, shape, dtype, device, times, peak, bytes_moved(op, fn_args)))
+    for mode in modes:
+
+        def drop(name: str, error: Exception, mode: str = mode) -> None:  # reported; the exit code is 1
+            failures.append(failure_line(cases[name][0], mode, name, shape, dtype, error))
+            del cases[name]
+
+        timers = {n: partial(run_once, fn, a, grad_idx, mode, device) for n, (_, fn, a) in cases.items()}
+        times = interleaved(timers, reps, warmup, drop)
+        peak = {n: partial(peak_memory_mb, *cases[n][1:], grad_idx, mode, device) for n in times}
+        peaks = interleaved(peak, 1, 0, drop)
+        for name in peaks:
+            label, _, (x, *rest) = cases[name]
+            nbytes = (2 * x.numel() + (rest[0].numel() if label == "rotate" else 0)) * x.element_size()
+            rows.append(row(label, mode, name, shape, dtype, device, times[name], peaks[name][0],
+                            nbytes if shape.name == "bandwidth" else None))  # fmt: skip
     return rows, failures
 
 
@@ -329,179 +243,145 @@ def plan(jobs: list[Job], dtypes: list[str]) -> list[Job]:
     return sorted(jobs, key=lambda j: (dtypes.index(j.dtype), (j.shape.name, j.op) not in TARGETS))
 
 
-# --- reporting ---------------------------------------------------------------------------------
-def summary(rows: list[dict]) -> list[str]:
-    """Speed-up (eager ms / provider ms) and memory ratio (provider / eager) per op and mode."""
-    lines = []
-    eager = {(r["op"], r["mode"], r["shape"], r["dtype"]): r for r in rows if r["provider"] == "eager"}
-    for r in rows:
-        base = eager.get((r["op"], r["mode"], r["shape"], r["dtype"]))
-        if r["provider"] == "eager" or base is None:
-            continue
-        speed = base["ms_median"] / r["ms_median"] if r["ms_median"] else float("nan")
-        memory = f"{r['peak_mem_mb'] / base['peak_mem_mb']:5.2f}x" if base["peak_mem_mb"] else "  n/a"
-        lines.append(
-            f"{r['shape']:<40} {r['dtype']:<8} {r['op']:<24} {r['mode']:<17} {r['provider']:<8} "
-            f"{speed:6.2f}x faster than eager   peak memory {memory} eager"
-        )
-    for r in rows:
-        if r["gb_per_s"] != "":
-            lines.append(
-                f"{r['shape']:<40} {r['dtype']:<8} {r['op']:<24} {r['provider']:<8} {r['gb_per_s']} GB/s"
-            )
-    return lines
-
-
-def run_job(job: Job, device: str, providers, compile_ops, reps: int, warmup: int):
-    """Rows and failure lines of one job, in every mode it is timed in."""
-    providers = {k: v for k, v in providers.items() if k not in ce_providers.PROVIDERS or job.op in CE_OPS}
-    if job.shape.name == "bandwidth":
-        providers = {k: v for k, v in providers.items() if k not in ce_providers.PROVIDERS}
-        with tf32_products(PRECISIONS[job.dtype][1], device):
-            return bandwidth_rows(job.shape, job.dtype, device, providers, reps, warmup)
-    providers = {k: v for k, v in providers.items() if k != "compile" or job.op in compile_ops}
-    modes = ("forward",) if job.op == "score_all" else MODES
-    if job.shape.name == "large":  # each run takes tens of seconds on a CPU, tenths on a GPU
-        if device == "cuda":
-            reps = max(3, reps // 10)
-        else:
-            modes, reps, warmup = ("forward+backward",), 1, 0
-    with tf32_products(PRECISIONS[job.dtype][1], device):
-        return measure(job.op, job.shape, job.dtype, device, providers, modes, reps, warmup)
-
-
 @contextlib.contextmanager
-def tf32_products(enabled: bool, device: str):
+def tf32_products(enabled: bool):
     """TensorFloat-32 matrix products (and convolutions) on a GPU for the duration, when ``enabled``."""
-    if not enabled or device != "cuda":
-        yield
-        return
     before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled or before[0]
     try:
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_job(job: Job, device: str, providers, reps: int, warmup: int):
+    """Rows and failure lines of one job, in every mode it is timed in."""
+    keep = job.op in CE_OPS and job.shape.name != "bandwidth"
+    providers = {k: v for k, v in providers.items() if k not in ce_providers.PROVIDERS or keep}
+    if job.shape.name not in COMPILE_SHAPES:
+        providers.pop("compile", None)
+    modes = ("forward",) if job.op == "score_all" else MODES
+    if job.shape.name == "large":  # each run takes tens of seconds on a CPU, tenths on a GPU
+        modes, reps, warmup = (
+            (modes, max(3, reps // 10), warmup) if device == "cuda" else (("forward+backward",), 1, 0)
+        )
+    if job.shape.name == "bandwidth":
+        modes = ("forward",)
+    with tf32_products(PRECISIONS[job.dtype][1] and device == "cuda"):
+        return measure_op(job.op, job.shape, job.dtype, device, providers, modes, reps, warmup)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="float32", help="comma-separated: float32,tf32,bfloat16")
     parser.add_argument("--shapes", default="icews,large", help="comma-separated: icews,large")
     parser.add_argument("--ops", default=",".join(OPS))
     parser.add_argument("--providers", default=",".join(PROVIDERS))
-    parser.add_argument("--compile-ops", default=None, help="ops for the compile provider (default: all)")
     parser.add_argument("--reps", type=int, default=None, help="timed reps (default 10 on CPU, 50 on GPU)")
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
-    parser.add_argument(
-        "--compile-shapes", default="icews05-15,bandwidth", help="shapes for the compile provider (or: large)"
-    )
-    parser.add_argument(
-        "--bandwidth-rows", type=int, default=None, help="rows of rotate's GB/s test (GPU 2**20)"
-    )
-    parser.add_argument(
-        "--large-batch", type=int, default=None, help="B of the large graph (CPU default 1024)"
-    )
-    parser.add_argument(
-        "--large-ops", default=None, help="ops at the large shape (CPU default cross_entropy_all)"
-    )
-    parser.add_argument(
-        "--budget-s", type=float, default=None, help="start no measurement after this many seconds"
-    )
+    add_threads(parser)
+    parser.add_argument("--large-batch", type=int, default=None, help="the large graph's B (CPU 1024)")
+    parser.add_argument("--large-ops", default=None, help="ops at the large shape (CPU: cross_entropy_all)")
+    parser.add_argument("--budget-s", type=float, default=None, help="start nothing after this many s")
     parser.add_argument("--quick", action="store_true", help="tiny shapes and 2 reps: a smoke test")
-    parser.add_argument("--out-dir", default=str(Path(__file__).resolve().parent / "results"))
-    args = parser.parse_args(argv)
-    command = command_line("benchmarks.kernels", argv)
-    device = args.device
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda but no CUDA device is visible")
-    on_gpu = device == "cuda"
+
+
+def jobs_of(args: argparse.Namespace, on_gpu: bool) -> list[Job]:
+    dtypes, ops = args.dtype.split(","), args.ops.split(",")
+    large_ops = (args.large_ops or (args.ops if on_gpu else "cross_entropy_all")).split(",")
+    large = large_shape(args.large_batch or (4096 if on_gpu else 1024))
+    shapes = [QUICK] if args.quick else [ICEWS if s == "icews" else large for s in args.shapes.split(",")]
+    rotated = 40 if args.quick else 1 << 20 if on_gpu else 5000
+    jobs = [Job("rotate", bandwidth_shape(rotated), d) for d in dtypes if "rotate" in ops]
+    jobs += [
+        Job(op, s, d) for s in shapes for d in dtypes for op in ops if s.name != "large" or op in large_ops
+    ]
+    return plan(jobs, dtypes)
+
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
+    device, on_gpu = args.device, args.device == "cuda"
+    if on_gpu and not torch.cuda.is_available():
+        raise SystemExit("--device cuda but no CUDA device is visible")
+    for name in args.dtype.split(","):
+        if name not in PRECISIONS or (name == "tf32" and not on_gpu):
+            raise SystemExit(f"--dtype {name}: expected some of {','.join(PRECISIONS)} (tf32: on cuda)")
     reps = args.reps or (2 if args.quick else 50 if on_gpu else 10)
-    dtypes = args.dtype.split(",")
-    for name in dtypes:
-        if name not in PRECISIONS:
-            parser.error(f"unknown --dtype {name!r}; expected some of {','.join(PRECISIONS)}")
-        if name == "tf32" and not on_gpu:
-            parser.error("--dtype tf32 needs --device cuda (the CPU has no TensorFloat-32 products)")
-    ops = args.ops.split(",")
-    compile_ops = ops if args.compile_ops is None else args.compile_ops.split(",")
-    large_ops = (args.large_ops or (",".join(ops) if on_gpu else "cross_entropy_all")).split(",")
-    shapes = [QUICK] if args.quick else []
-    if not args.quick:
-        for name in args.shapes.split(","):
-            shapes.append(
-                ICEWS if name == "icews" else large_shape(args.large_batch or (4096 if on_gpu else 1024))
-            )
     providers = providers_for(device, args.providers.split(","))
-    compile_shapes = args.compile_shapes.split(",")
-
-    def providers_at(shape: Shape) -> dict[str, object]:
-        if shape.name == "quick" or shape.name in compile_shapes:
-            return providers
-        return {k: v for k, v in providers.items() if k != "compile"}
-
     print(f"device {device}, providers {list(providers)}, reps {reps}", flush=True)
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path, txt_path = out / f"kernels_{device}.csv", out / f"kernels_{device}.txt"
-
-    def save(rows: list[dict], notes: list[str]) -> list[str]:
-        """Write the CSV and the summary so far (a run stopped at a time limit keeps what it measured)."""
-        with csv_path.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows(rows)
-        lines = summary(rows) + notes
-        txt_path.write_text("\n".join([f"# {command}", *lines]) + "\n")
-        return lines
-
-    jobs = []
-    if "rotate" in ops:
-        rows_rotated = 40 if args.quick else args.bandwidth_rows or (1 << 20 if on_gpu else 5000)
-        jobs += [Job("rotate", bandwidth_shape(rows_rotated), dtype) for dtype in dtypes]
-    for shape in shapes:
-        jobs += [
-            Job(op, shape, dtype)
-            for dtype in dtypes
-            for op in ops
-            if shape.name != "large" or op in large_ops
-        ]
-    rows: list[dict] = []
-    failures: list[str] = []
-    skipped: list[str] = []
     started = time.perf_counter()
-    for job in plan(jobs, dtypes):
+    for job in jobs_of(args, on_gpu):
         if args.budget_s is not None and time.perf_counter() - started >= args.budget_s:
-            skipped.append(f"skipped (the {args.budget_s:g} s budget was spent): {job.label()}")
+            args.notes.append(f"skipped (the {args.budget_s:g} s budget was spent): {job.label()}")
             continue
-        t0 = time.perf_counter()
-        new, failed = run_job(job, device, providers_at(job.shape), compile_ops, reps, args.warmup)
-        rows += new
-        failures += failed
-        for r in new:
-            print(
-                f"{r['shape']:<40} {r['dtype']:<8} {r['op']:<24} {r['mode']:<17} {r['provider']:<8} "
-                f"{r['ms_median']:>10.3f} ms  {r['peak_mem_mb']:>10.1f} MiB",
-                flush=True,
-            )
-        for line in failed:
-            print(line, file=sys.stderr, flush=True)
-        print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
-        save(rows, failures)
+        rows, failures = run_job(job, device, providers, reps, 2)
+        args.notes += failures
+        yield from rows
 
-    lines = save(rows, failures + skipped)
-    written = [csv_path, txt_path]
-    if any(r["op"] != "copy" and r["provider"] != "eager" for r in rows):  # the chart is vs eager
-        written.append(out / f"kernels_{device}.png")
-        plot(csv_path, written[-1])
-    print("\n".join(lines))
-    print("wrote " + ", ".join(map(str, written)))
-    print(f"made by: {command}")
-    return 1 if failures else 0
+
+def summarize(rows: list[Row]) -> list[str]:
+    """Speed-up (eager ms / provider ms) and memory ratio (provider / eager) per op and mode; GB/s."""
+    lines = []
+    eager = {(r["op"], r["mode"], r["shape"], r["dtype"]): r for r in rows if r["provider"] == "eager"}
+    for r in rows:
+        base = eager.get((r["op"], r["mode"], r["shape"], r["dtype"]))
+        if r["provider"] != "eager" and base is not None:
+            speed = base["ms_median"] / r["ms_median"] if r["ms_median"] else float("nan")
+            memory = f"{r['peak_mem_mb'] / base['peak_mem_mb']:5.2f}x" if base["peak_mem_mb"] else "  n/a"
+            lines.append(f"{r['shape']:<40} {r['dtype']:<8} {r['op']:<24} {r['mode']:<17} {r['provider']:<8} "
+                         f"{speed:6.2f}x faster than eager   peak memory {memory} eager")  # fmt: skip
+    lines += [f"{r['shape']:<40} {r['dtype']:<8} {r['op']:<24} {r['provider']:<8} {r['gb_per_s']} GB/s"
+              for r in rows if r["gb_per_s"] != ""]  # fmt: skip
+    return lines
+
+
+def plot(rows: list[Row], png: Path) -> None:
+    """One row of panels per (shape, dtype): speed-up over eager per op and mode, and peak memory."""
+    rows = [r for r in rows if r["op"] != "copy"]
+    providers = [p for p in PROVIDERS[1:] if any(r["provider"] == p for r in rows)]
+    if not providers:
+        return  # nothing to compare with eager
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = sorted({(r["shape"], r["dtype"]) for r in rows})
+    fig, axes = plt.subplots(len(groups), 2, figsize=(15, 4.2 * len(groups)), squeeze=False)
+    for (shape, dtype), (speed_ax, memory_ax) in zip(groups, axes, strict=True):
+        here = {
+            (r["op"], r["mode"], r["provider"]): r for r in rows if (r["shape"], r["dtype"]) == (shape, dtype)
+        }
+        keys = [(op, mode) for op, mode, p in here if p == "eager"]
+        width = 0.8 / len(providers)
+        for i, p in enumerate(providers):
+            ratios = [(here[(*k, "eager")]["ms_median"] / here[(*k, p)]["ms_median"],
+                       here[(*k, p)]["peak_mem_mb"] / max(here[(*k, "eager")]["peak_mem_mb"], 1e-9))
+                      if (*k, p) in here else (0, 0) for k in keys]  # fmt: skip
+            offsets = [j + (i - (len(providers) - 1) / 2) * width for j in range(len(keys))]
+            speed_ax.bar(offsets, [s for s, _ in ratios], width, label=p)
+            memory_ax.bar(offsets, [m for _, m in ratios], width, label=p)
+        speed_ax.set_yscale("log")  # speed-ups span 0.5x to 50x
+        for ax, title in ((speed_ax, "speed-up over eager (x, log)"), (memory_ax, "peak memory / eager")):
+            ax.axhline(1.0, color="black", linewidth=0.8)
+            ax.set_xticks(
+                range(len(keys)), [f"{op}\n{mode}" for op, mode in keys], fontsize=7, rotation=45, ha="right"
+            )
+            ax.set_title(f"{title}: {shape}, {dtype}", fontsize=9)
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+SPEC = Benchmark("kernels", __doc__, measure, add_arguments, summarize, plot, out_dir=True, partial=True,
+                 empty_ok=True, csv_name=lambda args: f"kernels_{args.device}")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run; the exit code is 1 when a provider failed on an op."""
+    args = SPEC.parser().parse_args(argv)
+    SPEC.run(args, command_line("kernels", argv))
+    return int(any(line.startswith("FAILED") for line in args.notes))
 
 
 if __name__ == "__main__":

@@ -16,11 +16,10 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.plot_paper_curve (from the checkout's root)")
 
 import argparse
-import csv
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
+from benchmarks.runner import RESULTS, read_csv
+
 PAPER_STATIC_MRR = 0.726  # RoMem paper, ICEWS05-15, static filter
 
 
@@ -29,18 +28,15 @@ def read_curve(path: Path, model: str) -> dict[str, list[tuple[float, float]]]:
     if not path.is_file():
         raise SystemExit(f"{path}: no such file; run python -m benchmarks.accuracy_race first")
     curve: dict[str, list[tuple[float, float]]] = {}
-    with path.open() as handle:
-        for row in csv.DictReader(handle):
-            if row["model"] == model and row["tie"] == "realistic":
-                curve.setdefault(row["filter"], []).append(
-                    (float(row["train_seconds"]) / 60, float(row["mrr"]))
-                )
+    for row in read_csv(path):
+        if row["model"] == model and row["tie"] == "realistic":
+            curve.setdefault(row["filter"], []).append((float(row["train_seconds"]) / 60, float(row["mrr"])))
     if not curve:
         raise SystemExit(f"{path}: no realistic-tie rows of model {model!r}")
     return curve
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--curve", type=Path, default=RESULTS / "paper_curve" / "accuracy_race.csv")
     parser.add_argument("--model", default="icews05-15-chronor")
@@ -48,7 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--best", default="icews05-15-romem-complex-day", help="the race's model to draw")
     parser.add_argument("--out", type=Path, default=None, help="default: paper_curve.png beside --curve")
     args = parser.parse_args(argv)
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -68,21 +63,17 @@ def main(argv: list[str] | None = None) -> int:
                 label=f"{name}, {kind}",
             )
     ax.axhline(PAPER_STATIC_MRR, color="grey", linestyle=":", label=f"paper, static ({PAPER_STATIC_MRR})")
-    ax.set_xlabel("training minutes (2-core CPU, this machine)")
-    ax.set_ylabel("ICEWS05-15 test MRR, realistic ties")
+    ax.set(xlabel="training minutes (2-core CPU, this machine)", ylabel="ICEWS05-15 test MRR, realistic ties")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="center right")
     fig.tight_layout()
     out = args.out or args.curve.with_name("paper_curve.png")
     fig.savefig(out, dpi=120)
     for kind, points in paper.items():
-        epochs = len(points)
-        print(
-            f"{args.model} {kind}: {points[-1][1]:.4f} after {points[-1][0]:.1f} min ({epochs} evaluations)"
-        )
+        minutes, mrr = points[-1]
+        print(f"{args.model} {kind}: {mrr:.4f} after {minutes:.1f} min ({len(points)} evaluations)")
     print(f"wrote {out}")
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -4,7 +4,7 @@ cross-entropy's products in bfloat16, ``rotmem.ops.autocast_inputs``; float32 ma
 optimizer state and everything else), on the CPU.
 
 Per precision: the test split's filtered MRR under both filters, realistic ties, and Hits@1/10 of
-the time-aware filter. Writes ``<out-dir>/precision_accuracy.csv`` with the command that made it.
+the time-aware filter. Writes ``<out-dir>/precision_accuracy.csv`` (``benchmarks.runner``).
 TF32 has no CPU counterpart (its products exist on NVIDIA GPUs only): its accuracy is left to a GPU
 run of this script with ``--precisions 32-true,tf32,bf16-mixed --accelerator gpu``.
 
@@ -21,29 +21,22 @@ import argparse
 import dataclasses
 import tempfile
 import warnings
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytorch_lightning as pl
 import torch
 
-from benchmarks.harness import command_line, write_rows
+from benchmarks.harness import demo_history, quiet_trainer
+from benchmarks.runner import Benchmark, Row
 from lightning_modules.kg_data import TemporalKGDataModule
 from lightning_modules.phase2 import Phase2Module
 from rotmem import load_dataset
 from rotmem.evaluation import evaluate_all
-from rotmem.models import HistorySpec, RoMemComplEx
+from rotmem.models import RoMemComplEx
 
 PRECISIONS = ("32-true", "tf32", "bf16-mixed")
 # the demo config's family (icews05-15-romem-complex-rules) at a rank the CPU trains in minutes
-FAMILY = dict(
-    speed="constant",
-    init_scale=0.01,
-    init_s=1.0,
-    init_base=10000.0,
-)
-HISTORY = HistorySpec(
-    slot_windows=(1, 3, 7, 30, 90, 365), pair_windows=(1, 3, 7, 30), rule_windows=(0, 1, 2, 3, 5, 7, 14, 30)
-)
+FAMILY = dict(speed="constant", init_scale=0.01, init_s=1.0, init_base=10000.0)
 
 
 def train_and_evaluate(kg, precision: str, rank: int, epochs: int, accelerator: str, root: str) -> dict:
@@ -55,29 +48,19 @@ def train_and_evaluate(kg, precision: str, rank: int, epochs: int, accelerator: 
     )
     module = Phase2Module(
         family,
-        history=HISTORY,
+        history=demo_history(),
         regularizer="modulus3",
         regularizer_weight=1e-3,
         smoothness_weight=1.0,
         time_weight=0.0,
     )
-    trainer = pl.Trainer(
-        max_epochs=epochs,
-        precision="32-true" if precision == "tf32" else precision,
-        accelerator=accelerator,
-        devices=1,
-        default_root_dir=root,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-    )
+    precision = "32-true" if precision == "tf32" else precision
+    trainer = quiet_trainer(root, max_epochs=epochs, precision=precision, accelerator=accelerator)
     trainer.fit(module, datamodule=data)
     metrics = evaluate_all(module.model, kg, "test")
     aware, static = metrics["time-aware/realistic"], metrics["static/realistic"]
     return {
-        "precision": precision,
+        "precision": "tf32" if torch.backends.cuda.matmul.allow_tf32 else precision,
         "rank": rank,
         "epochs": epochs,
         "train_facts": kg.train.shape[0],
@@ -88,35 +71,28 @@ def train_and_evaluate(kg, precision: str, rank: int, epochs: int, accelerator: 
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--facts", type=int, default=None, help="train on the first FACTS facts only (smoke)")
-    parser.add_argument("--precisions", default="32-true,bf16-mixed")
+    parser.add_argument("--precisions", default="32-true,bf16-mixed", help=f"some of {','.join(PRECISIONS)}")
     parser.add_argument("--accelerator", default="cpu")
-    parser.add_argument("--out-dir", default=str(Path(__file__).resolve().parent / "results"))
-    args = parser.parse_args(argv)
-    command = command_line("benchmarks.precision_accuracy", argv)
+
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
     precisions = args.precisions.split(",")
-    unknown = [p for p in precisions if p not in PRECISIONS]
-    if unknown:
-        parser.error(f"unknown precisions {unknown}; expected some of {','.join(PRECISIONS)}")
+    if not set(precisions) <= set(PRECISIONS):
+        raise SystemExit(f"unknown precisions {precisions}; expected some of {','.join(PRECISIONS)}")
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     kg = load_dataset("icews05-15")
     if args.facts:
         kg = dataclasses.replace(kg, train=kg.train[: args.facts])
-    rows = []
     with tempfile.TemporaryDirectory() as root:
         for precision in precisions:
-            row = train_and_evaluate(kg, precision, args.rank, args.epochs, args.accelerator, root)
-            rows.append(row)
-            print(row, flush=True)
-    path = Path(args.out_dir) / "precision_accuracy.csv"
-    write_rows(path, rows, command)
-    print(f"made by: {command}")
-    return 0
+            yield train_and_evaluate(kg, precision, args.rank, args.epochs, args.accelerator, root)
 
+
+SPEC = Benchmark("precision_accuracy", __doc__, measure, add_arguments, out_dir=True)
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    SPEC.main()

@@ -1,7 +1,7 @@
 """The one runner every benchmark is a spec on: rows → CSV (with its command and commit) → markdown → plot.
 
-A benchmark module defines a :class:`Benchmark` and ends with ``if __name__ == "__main__":
-SPEC.main()``. The runner owns what every benchmark used to write itself: the argument parser's
+A benchmark module defines a :class:`Benchmark` and calls ``SPEC.main()`` under the ``__main__``
+guard. The runner owns what every benchmark used to write itself: the argument parser's
 ``--out`` (the CSV), the ``command`` and ``commit`` columns, the markdown table beside the CSV
 (``.md``: the summary lines, then the rows), and the optional plot (``.png``). A benchmark writes
 only what it measures::
@@ -12,6 +12,9 @@ only what it measures::
     SPEC = Benchmark("eval_speed", __doc__, measure, add_arguments=..., summarize=...)
 
 Rows are flat dicts; the first row's keys (then any new keys of later rows) are the CSV's header.
+Shared helpers: ``add_threads`` (``--threads``, applied before ``measure``), ``machine()`` (cpu,
+threads, load average, GPU), ``timed``/``interleaved``/``percentile``/``spread`` (timing that is fair
+on a shared machine: providers round by round).
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import platform
 import shlex
+import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,10 +79,11 @@ def write_csv(path: Path, rows: Sequence[Row], command: str, commit: str) -> Non
         writer.writerows({**row, "command": command, "commit": commit} for row in rows)
 
 
-def read_csv(path: Path) -> list[dict[str, str]]:
-    """The rows of a CSV the runner wrote (values as strings)."""
+def read_csv(path: Path, comments: bool = False) -> list[dict[str, str]]:
+    """The rows of a CSV the runner wrote (values as strings); ``comments``: skip lines that start with
+    ``#`` (the CSVs written before the runner)."""
     with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
+        return list(csv.DictReader(line for line in handle if not (comments and line.startswith("#"))))
 
 
 def markdown_table(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
@@ -93,6 +100,79 @@ def markdown_table(rows: Sequence[Row], columns: Sequence[str] | None = None) ->
     return "\n".join(lines)
 
 
+def add_threads(parser: argparse.ArgumentParser, default: int | None = None) -> None:
+    """``--threads``: torch's CPU threads (the runner sets them before ``measure``)."""
+    parser.add_argument("--threads", type=int, default=default, help="torch threads (default: torch's)")
+
+
+def machine(device: str = "cpu") -> Row:
+    """The machine's facts for a row: cpu, torch threads, 1-minute load average, and the GPU's name on
+    ``cuda``."""
+    import torch
+
+    facts: Row = {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
+    facts["load_1min"] = round(os.getloadavg()[0], 2)
+    if str(device).startswith("cuda"):
+        facts["gpu"] = torch.cuda.get_device_name()
+    return facts
+
+
+def synchronize(device: str) -> None:
+    if str(device).startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def timed(fn: Callable[[], object], device: str = "cpu") -> float:
+    """Milliseconds of one call of ``fn`` (waiting for the GPU at both ends)."""
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return (time.perf_counter() - start) * 1e3
+
+
+def interleaved(
+    timers: dict[str, Callable[[], float]],
+    rounds: int,
+    warmup: int = 0,
+    on_error: Callable[[str, Exception], None] | None = None,
+) -> dict[str, list[float]]:
+    """Milliseconds of ``rounds`` timed calls of each timer (each returns the ms it measured), after
+    ``warmup`` untimed ones, one call per provider in turn, so a change in load hits all alike. With
+    ``on_error``, a provider that raises is reported to it and dropped; without, the error propagates."""
+    live = dict(timers)
+    times: dict[str, list[float]] = {name: [] for name in timers}
+    for i in range(warmup + rounds):
+        for name in list(live):
+            try:
+                ms = live[name]()
+            except Exception as error:
+                if on_error is None:
+                    raise
+                on_error(name, error)
+                del live[name]
+                continue
+            if i >= warmup:
+                times[name].append(ms)
+    return {name: times[name] for name in live}
+
+
+def percentile(times: Sequence[float], q: int) -> float:
+    """The ``q``-th percentile (inclusive method); the value itself for one time."""
+    if len(times) < 2:
+        return times[0]
+    return statistics.quantiles(times, n=100, method="inclusive")[q - 1]
+
+
+def spread(times: Sequence[float], low: int = 20, high: int = 80, prefix: str = "ms", digits: int = 4) -> Row:
+    """``{ms_median, ms_p20, ms_p80}`` of ``times`` (the percentiles ``low`` and ``high``)."""
+    row = {f"{prefix}_median": statistics.median(times)}
+    row |= {f"{prefix}_p{low}": percentile(times, low), f"{prefix}_p{high}": percentile(times, high)}
+    return {k: round(v, digits) for k, v in row.items()}
+
+
 @dataclass(frozen=True)
 class Benchmark:
     """One benchmark: what it measures, and how its rows are summarised and drawn.
@@ -102,7 +182,12 @@ class Benchmark:
     ``--help`` description). ``measure(args)`` yields rows. ``add_arguments(parser)`` adds the
     benchmark's own options. ``summarize(rows)`` returns lines printed and put above the markdown table
     (ratios, means); ``plot(rows, path)`` draws ``path`` (a ``.png``). ``columns``: the markdown
-    table's columns (default: all but ``command`` and ``commit``).
+    table's columns (default: all but ``command`` and ``commit``). ``out_dir``: the option is
+    ``--out-dir`` (the CSV ``<out-dir>/<csv_name>.csv``; default ``results/``, or ``out_dir`` when
+    a path) instead of ``--out``; ``csv_name`` may be a
+    function of the arguments. ``partial``: rewrite the CSV after every row (a run stopped at a time
+    limit keeps what it measured). ``empty_ok``: measuring nothing is no error. Lines that ``measure``
+    appends to ``args.notes`` (failures, skips) follow the summary.
     """
 
     name: str
@@ -112,12 +197,23 @@ class Benchmark:
     summarize: Callable[[list[Row]], list[str]] | None = None
     plot: Callable[[list[Row], Path], None] | None = None
     columns: Sequence[str] | None = None
-    csv_name: str | None = None
+    csv_name: str | Callable[[argparse.Namespace], str] | None = None
     env: Sequence[str] = ("OMP_NUM_THREADS",)
+    out_dir: bool | Path = False
+    partial: bool = False
+    empty_ok: bool = False
 
     @property
     def default_out(self) -> Path:
-        return RESULTS / f"{self.csv_name or self.name.replace('.', '_')}.csv"
+        name = self.csv_name if isinstance(self.csv_name, str) else None
+        return RESULTS / f"{name or self.name.replace('.', '_')}.csv"
+
+    def out_path(self, args: argparse.Namespace) -> Path:
+        """The CSV of a run with ``args``."""
+        if not self.out_dir:
+            return args.out
+        name = self.csv_name(args) if callable(self.csv_name) else self.default_out.stem
+        return Path(args.out_dir) / f"{name}.csv"
 
     def parser(self) -> argparse.ArgumentParser:
         doc = (self.doc or self.name).strip()
@@ -129,32 +225,42 @@ class Benchmark:
         )
         if self.add_arguments is not None:
             self.add_arguments(parser)
-        parser.add_argument(
-            "--out", type=Path, default=self.default_out, help="the CSV (default: %(default)s)"
-        )
+        if self.out_dir:
+            folder = RESULTS if self.out_dir is True else self.out_dir
+            parser.add_argument("--out-dir", type=Path, default=folder, help="where the CSV goes")
+        else:
+            parser.add_argument(
+                "--out", type=Path, default=self.default_out, help="the CSV (default: %(default)s)"
+            )
         parser.add_argument("--no-plot", action="store_true", help="skip the chart")
         return parser
 
     def run(self, args: argparse.Namespace, command: str) -> list[Row]:
         """Measure, then write the CSV, its markdown and its plot; returns the rows."""
-        commit = commit_of()  # the code that measures, before any later checkout
+        if getattr(args, "threads", None):
+            import torch
+
+            torch.set_num_threads(args.threads)
+        args.notes = []
+        out, commit = self.out_path(args), commit_of()  # the code that measures, before any later checkout
         rows: list[Row] = []
         for row in self.measure(args):
             rows.append(row)
             print(", ".join(f"{k}={v}" for k, v in row.items()), flush=True)
-        if not rows:
+            if self.partial:
+                write_csv(out, rows, command, commit)
+        if not rows and not self.empty_ok:
             raise SystemExit(f"benchmarks.{self.name}: measured nothing (check its options)")
-        write_csv(args.out, rows, command, commit)
-        summary = self.summarize(rows) if self.summarize is not None else []
+        write_csv(out, rows, command, commit)
+        summary = (self.summarize(rows) if self.summarize is not None and rows else []) + args.notes
         columns = self.columns or header_of(rows)
         markdown = [f"`{command}` (commit {commit})", "", *summary, "", markdown_table(rows, columns), ""]
-        args.out.with_suffix(".md").write_text("\n".join(markdown))
+        out.with_suffix(".md").write_text("\n".join(markdown))
         for line in summary:
             print(line)
-        written = [args.out, args.out.with_suffix(".md")]
-        if self.plot is not None and not args.no_plot:
-            self.plot(rows, args.out.with_suffix(".png"))
-            written.append(args.out.with_suffix(".png"))
+        if self.plot is not None and not args.no_plot and rows:
+            self.plot(rows, out.with_suffix(".png"))
+        written = [p for p in (out, out.with_suffix(".md"), out.with_suffix(".png")) if p.exists()]
         print(f"wrote {', '.join(str(p) for p in written)}\ncommand: {command}")
         return rows
 

@@ -1,26 +1,15 @@
 """Scale on the CPU: training throughput and memory per rank for 1 vs 2 processes, and evaluation
-time and memory as the number of entities grows.
+time and memory as the number of entities grows (method and figures: docs/scale.md).
 
     python -m benchmarks.scale                         # both sections (about 15 minutes on 2 cores)
-    python -m benchmarks.scale --sections eval         # or train
-    python -m benchmarks.scale --quick                 # small sizes: a smoke run
+    python -m benchmarks.scale --sections eval --quick # or train; small sizes: a smoke run
 
-train: one Phase-2 step (1-vs-all cross-entropy + L4 regulariser, Adagrad) on a fixed global batch,
-run by 1 process with 2 threads, by 2 data-parallel processes (``DistributedDataParallel`` over gloo,
-1 thread each) and by 2 entity-parallel processes (``rotmem.distributed``, 1 thread each): equal total
-threads. At ICEWS05-15's size (its real facts when ``$ROTMEM_DATA_DIR`` has them, N = 10,488, dim 500,
-k = 3, batch 1000) and at N = 1M (the synthetic graph of ``rotmem data synthetic``, dim 128, batch
-256). Per rank: facts/s, the bytes of the entity table + its gradient + Adagrad's state (the tensors
-themselves), and the process's peak resident memory.
-
-eval: the filtered evaluation of 500 test facts (1000 queries, both filters, every tie rule) of a
-synthetic graph with N = 10k .. 1M entities at dim 500, k = 3: seconds for the fused evaluator
-(``rotmem.ops.filtered_rank_counts``, batch 1000) and the eager one (``[B, N]`` score matrices, batch
-``min(1000, 10^8 / N)`` so its matrices stay near 400 MB), and the peak growth of torch-allocated
-memory during each (the model's tables and the filter index are made before).
-
-Writes benchmarks/results/scale.csv (every row carries the command and the 1-minute load average;
-other processes share the cores) and scale.png.
+train: one Phase-2 step (Adagrad) on a fixed global batch by 1 process with 2 threads, 2 DDP processes
+(gloo) and 2 entity-parallel ones (``rotmem.distributed``), 1 thread each, at ICEWS05-15's size and at
+N = 1M (synthetic, dim 128): facts/s, the entity table + gradient + Adagrad state, peak RSS, per rank.
+eval: 1000 queries (both filters, every tie rule) of a synthetic graph, N = 10k .. 1M, dim 500: fused
+(``filtered_rank_counts``) against eager (``[B, N]`` scores, batch ``min(1000, 10^8 / N)``), seconds
+and the growth of torch-allocated memory. Rows carry the load average (the cores are shared).
 """
 
 from __future__ import annotations
@@ -29,13 +18,11 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.scale (from the checkout's root)")
 
 import argparse
-import csv
 import os
 import resource
-import shlex
-import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -43,11 +30,12 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from benchmarks.runner import Benchmark, Row, add_threads
+
 FIELDS = (
     "section", "graph", "entities", "dim", "mode", "ranks", "threads_per_rank", "batch", "steps",
     "seconds", "facts_per_s", "table_grad_state_mb_per_rank", "peak_rss_mb_per_rank",
-    "evaluator", "queries", "eval_batch", "peak_alloc_mb", "load_1min", "command",
+    "evaluator", "queries", "eval_batch", "peak_alloc_mb", "load_1min",
 )  # fmt: skip
 
 
@@ -160,7 +148,7 @@ def run_training(spec: TrainSpec) -> dict:
     }
 
 
-def train_section(args, write) -> None:
+def train_section(args) -> Iterator[dict]:
     from rotmem.data.registry import find_dataset
 
     icews = find_dataset("icews05-15") is not None and not args.quick
@@ -174,16 +162,13 @@ def train_section(args, write) -> None:
         for mode, world, threads in (("one", 1, 2), ("ddp", 2, 1), ("entity-parallel", 2, 1)):
             spec = TrainSpec(graph, entities, relations, dim, k, batch, steps, mode, world, threads)
             print(f"train {asdict(spec)}", flush=True)
-            result = run_training(spec)
-            write(
-                section="train", graph=graph, entities=entities, dim=dim, mode=mode, ranks=world,
-                threads_per_rank=threads, batch=batch, steps=steps, **result,
-            )  # fmt: skip
+            yield dict(section="train", graph=graph, entities=entities, dim=dim, mode=mode, ranks=world,
+                       threads_per_rank=threads, batch=batch, steps=steps, **run_training(spec))  # fmt: skip
 
 
 def eval_one_size(entities: int, dim: int, k: int, test_facts: int) -> list[dict]:
     """Fused and eager evaluation of ``test_facts`` facts of a synthetic graph of ``entities``."""
-    from rotmem.cpu_memory import cpu_peak_bytes
+    from benchmarks.harness import cpu_peak_bytes
     from rotmem.data import TemporalKG
     from rotmem.data.large_synthetic import SyntheticGraph
     from rotmem.evaluation import FILTERS, evaluate_all
@@ -216,13 +201,13 @@ def eval_one_size(entities: int, dim: int, k: int, test_facts: int) -> list[dict
     return rows
 
 
-def eval_section(args, write) -> None:
+def eval_section(args) -> Iterator[dict]:
     sizes = (10_000, 30_000, 100_000, 300_000, 1_000_000) if not args.quick else (1000, 3000)
     dim, k, test_facts = (500, 3, 500) if not args.quick else (32, 1, 100)
     torch.set_num_threads(args.threads)
     for entities in sizes:
         for row in eval_one_size(entities, dim, k, test_facts):
-            write(section="eval", mode="one", ranks=1, threads_per_rank=args.threads, **row)
+            yield dict(section="eval", mode="one", ranks=1, threads_per_rank=args.threads, **row)
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -233,68 +218,43 @@ def plot(rows: list[dict], path: Path) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for evaluator, marker in (("fused", "o"), ("eager", "s")):
-        points = [
-            (r["entities"], r["seconds"])
-            for r in rows
-            if r["section"] == "eval" and r["evaluator"] == evaluator
-        ]
-        if points:
-            left.plot(*zip(*points, strict=True), marker=marker, label=evaluator)
+        points = [(r["entities"], r["seconds"]) for r in rows if r["evaluator"] == evaluator]
+        left.plot([n for n, _ in points], [s for _, s in points], marker=marker, label=evaluator)
     left.set(xscale="log", yscale="log", xlabel="entities N", ylabel="seconds (1000 queries, both filters)")
     left.set_title("evaluation time vs N")
     left.legend()
     train = [r for r in rows if r["section"] == "train"]
-    labels = [f"{r['graph']}\n{r['mode']} x{r['ranks']}" for r in train]
-    if train:
-        bars = right.bar(range(len(train)), [r["facts_per_s"] for r in train])
-        for bar, r in zip(bars, train, strict=True):
-            right.annotate(
-                f"{r['table_grad_state_mb_per_rank']:.0f} MB", (bar.get_x(), bar.get_height()), fontsize=7
-            )
-        right.set_xticks(range(len(train)), labels, fontsize=6, rotation=30)
-        right.set(
-            yscale="log",
-            ylabel="facts / s",
-            title="training step, 2 threads in all (MB: table+grad+state per rank)",
+    bars = right.bar(range(len(train)), [r["facts_per_s"] for r in train])
+    for bar, r in zip(bars, train, strict=True):
+        right.annotate(
+            f"{r['table_grad_state_mb_per_rank']:.0f} MB", (bar.get_x(), bar.get_height()), fontsize=7
         )
+    right.set_xticks(
+        range(len(train)), [f"{r['graph']}\n{r['mode']} x{r['ranks']}" for r in train], fontsize=6
+    )
+    right.set(
+        yscale="log", ylabel="facts / s", title="training step, 2 threads in all (MB: table+grad+state)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sections", default="train,eval")
-    parser.add_argument("--threads", type=int, default=2, help="threads of the evaluation section")
+    add_threads(parser, default=2)  # the evaluation section's
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    parser.add_argument("--out-dir", type=Path, default=RESULTS)
-    args = parser.parse_args()
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    name = "scale_quick" if args.quick else "scale"
-    command = shlex.join([sys.executable.rsplit("/", 1)[-1], *sys.argv])
-    rows: list[dict] = []
-    out = args.out_dir / f"{name}.csv"
 
-    def write(**row) -> None:
-        row = {field: row.get(field, "") for field in FIELDS} | {
-            "load_1min": round(os.getloadavg()[0], 2),
-            "command": command,
-        }
-        row = {key: round(value, 3) if isinstance(value, float) else value for key, value in row.items()}
-        rows.append(row)
-        print(row, flush=True)
-        with open(out, "w", newline="") as handle:  # after every row: a stopped run keeps its figures
-            writer = csv.DictWriter(handle, fieldnames=FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
 
+def measure(args: argparse.Namespace) -> Iterator[Row]:
     sections = args.sections.split(",")
-    if "train" in sections:
-        train_section(args, write)
-    if "eval" in sections:
-        eval_section(args, write)
-    plot(rows, args.out_dir / f"{name}.png")
-    print(f"wrote {out} and {name}.png\ncommand: {command}")
+    for section, rows in (("train", train_section), ("eval", eval_section)):
+        for row in rows(args) if section in sections else ():
+            row |= {"load_1min": round(os.getloadavg()[0], 2)}
+            yield {f: round(v, 3) if isinstance(v := row.get(f, ""), float) else v for f in FIELDS}
 
+
+SPEC = Benchmark("scale", __doc__, measure, add_arguments, plot=plot, out_dir=True, partial=True,
+                 csv_name=lambda args: "scale_quick" if args.quick else "scale")  # fmt: skip
 
 if __name__ == "__main__":
-    main()
+    SPEC.main()

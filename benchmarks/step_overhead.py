@@ -1,20 +1,11 @@
 """The fixed cost of one Lightning training step: the demo config's family (RoMemComplEx with the
-history term and the rule counts) at tiny shapes (dim 8, N = 100 entities, batch 500), where the
-arithmetic is negligible and what is left is everything else: Python, Lightning, logging, launches,
-the history's counting. On a GPU that overhead, not the kernels, sets the epoch's time (issue 33:
-22.5 ms of a 30 ms step outside the kernels on an H200).
+history term and the rule counts) at tiny shapes (dim 8, N = 100, batch 500), where what is left is
+Python, Lightning, logging, launches and the history's counting (on a GPU it sets the epoch's time).
 
-Variants, timed interleaved in one run (epoch by epoch, so the machine's drift hits both alike):
-
-- ``counts-in-step``: the history counted inside the step, as every step did before the data
-  loader made the counts (``TemporalKGDataModule.history`` unset);
-- ``counts-in-loader``: the counts made with the batch (what ``Phase2Module`` sets up now): on a
-  GPU the step then never waits for the device; on the CPU the same work moves out of the step;
-- ``no-history``: the same family without a history term, the floor of the fixed cost.
-
-Per variant: the median milliseconds of the step (``training_step`` through the optimizer, Lightning's
-own hooks included) and of the batch's making (collate), and the host syncs of one step's forward and
-backward (``rotmem.host_syncs``). Writes ``<out-dir>/step_overhead.csv`` with the command that made it.
+Variants, interleaved epoch by epoch: ``counts-in-step`` (the history counted in the step, as before
+the loader made the counts), ``counts-in-loader`` (what ``Phase2Module`` sets up now) and
+``no-history`` (the floor). Per variant: the step's milliseconds (``training_step`` through the
+optimizer), the batch's making, and the host syncs of one step (``rotmem.host_syncs``).
 
     python -m benchmarks.step_overhead                    # ~1 minute on 2 cores
     python -m benchmarks.step_overhead --epochs 1 --facts 2000 --out-dir /tmp/s   # smoke test
@@ -26,38 +17,25 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.step_overhead (from the checkout's root)")
 
 import argparse
-import csv
 import statistics
 import tempfile
 import time
 import warnings
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytorch_lightning as pl
 import torch
 
-from benchmarks.harness import command_line
+from benchmarks.harness import demo_history, quiet_trainer
+from benchmarks.runner import Benchmark, Row, add_threads, machine, spread
 from lightning_modules.kg_data import TemporalKGDataModule
 from lightning_modules.phase2 import Phase2Module
 from rotmem.data import TemporalKG
 from rotmem.host_syncs import HostSyncCounter
 from rotmem.losses import one_vs_all_loss
-from rotmem.models import HistorySpec, RoMemComplEx
+from rotmem.models import RoMemComplEx
 
 VARIANTS = ("counts-in-step", "counts-in-loader", "no-history")
-# the demo config's history (icews05-15-romem-complex-rules)
-HISTORY = HistorySpec(
-    slot_windows=(1, 3, 7, 30, 90, 365), pair_windows=(1, 3, 7, 30), rule_windows=(0, 1, 2, 3, 5, 7, 14, 30)
-)
-COLUMNS = (
-    "variant",
-    "step_ms_median",
-    "step_ms_p20",
-    "step_ms_p80",
-    "batch_ms_median",
-    "syncs_per_step",
-    "steps",
-)
 
 
 def random_kg(entities: int, relations: int, facts: int, days: int, seed: int) -> TemporalKG:
@@ -91,7 +69,7 @@ class StepTimer(pl.Callback):
 
 def make(variant: str, kg: TemporalKG, dim: int, batch: int) -> tuple[TemporalKGDataModule, Phase2Module]:
     data = TemporalKGDataModule(kg=kg, batch_size=batch, num_negative_times=0, drop_last=True)
-    history = None if variant == "no-history" else HISTORY
+    history = None if variant == "no-history" else demo_history()
     torch.manual_seed(0)
     family = RoMemComplEx(
         data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=dim
@@ -106,18 +84,7 @@ def run_epoch(variant: str, data, module, root: str) -> tuple[list[float], list[
     """One epoch through Lightning: the steps' and the batches' milliseconds (the first step, which
     checks the days' range once, left out)."""
     timer = StepTimer()
-    trainer = pl.Trainer(
-        max_epochs=1,
-        default_root_dir=root,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        callbacks=[timer],
-        accelerator="cpu",
-        devices=1,
-    )
+    trainer = quiet_trainer(root, max_epochs=1, callbacks=[timer])
     make_batch = data.make_batch
     batch_ms: list[float] = []
 
@@ -152,27 +119,21 @@ def syncs_per_step(variant: str, data, module) -> int:
     return syncs.total
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", type=int, default=8)
     parser.add_argument("--entities", type=int, default=100)
     parser.add_argument("--relations", type=int, default=20)
-    parser.add_argument(
-        "--facts", type=int, default=20000, help="training facts (batches per epoch: facts/batch)"
-    )
+    parser.add_argument("--facts", type=int, default=20000, help="training facts (batches: facts/batch)")
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--epochs", type=int, default=3, help="epochs per variant, interleaved")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--out-dir", default=str(Path(__file__).resolve().parent / "results"))
-    args = parser.parse_args(argv)
-    command = command_line("benchmarks.step_overhead", argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    add_threads(parser)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"some of {','.join(VARIANTS)}")
+
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
     variants = args.variants.split(",")
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        parser.error(f"unknown variants {unknown}; expected some of {','.join(VARIANTS)}")
+    if not set(variants) <= set(VARIANTS):
+        raise SystemExit(f"unknown variants {variants}; expected some of {','.join(VARIANTS)}")
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     kg = random_kg(args.entities, args.relations, args.facts, 4000, seed=0)
     built = {v: make(v, kg, args.dim, args.batch) for v in variants}
@@ -184,37 +145,14 @@ def main(argv: list[str] | None = None) -> int:
                 step_ms, batch_ms = run_epoch(v, *built[v], root)
                 steps[v] += step_ms
                 batches[v] += batch_ms
-    rows = []
     for v in variants:
-        times = sorted(steps[v])
-        rows.append(
-            {
-                "variant": v,
-                "step_ms_median": round(statistics.median(times), 3),
-                "step_ms_p20": round(times[len(times) // 5], 3),
-                "step_ms_p80": round(times[(4 * len(times)) // 5], 3),
-                "batch_ms_median": round(statistics.median(batches[v]), 3),
-                "syncs_per_step": syncs_per_step(v, *built[v]),
-                "steps": len(times),
-            }
-        )
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "step_overhead.csv"
-    with path.open("w", newline="") as f:
-        f.write(f"# {command}\n# threads {torch.get_num_threads()}\n")
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    for r in rows:
-        print(
-            f"{r['variant']:<18} step {r['step_ms_median']:8.3f} ms "
-            f"(p20 {r['step_ms_p20']}, p80 {r['step_ms_p80']})"
-            f"  batch {r['batch_ms_median']:8.3f} ms  syncs/step {r['syncs_per_step']}  ({r['steps']} steps)"
-        )
-    print(f"wrote {path}\nmade by: {command}")
-    return 0
+        yield {"variant": v, **spread(steps[v], prefix="step_ms", digits=3),
+               "batch_ms_median": round(statistics.median(batches[v]), 3),
+               "syncs_per_step": syncs_per_step(v, *built[v]), "steps": len(steps[v]),
+               "threads": machine()["threads"]}  # fmt: skip
 
+
+SPEC = Benchmark("step_overhead", __doc__, measure, add_arguments, out_dir=True)
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    SPEC.main()

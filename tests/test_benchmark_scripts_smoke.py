@@ -182,7 +182,7 @@ def test_gate_regularisation_small(tmp_path, icews):
     gap below the packaged gate's; the scale-free column is that gap over the fastest speed."""
     run_script(
         "-m", "benchmarks.gate_regularisation", "--weight-decay", "0", "--smoothing", "1",
-        "--out", str(tmp_path), timeout=900,
+        "--out", str(tmp_path / "gate_regularisation.csv"), timeout=900,
     )  # fmt: skip
     rows = read_rows(tmp_path / "gate_regularisation.csv")
     settings = [(r["paraphrases"], float(r["weight_decay"]), float(r["smoothing"])) for r in rows]
@@ -193,7 +193,7 @@ def test_gate_regularisation_small(tmp_path, icews):
         ratio = float(r["heldout_max_anchored"]) / float(r["alpha_max"])
         assert abs(ratio - float(r["heldout_max_over_alpha_max"])) < 2e-3  # both rounded
         assert -1 <= float(r["spearman_ge1"]) <= 1 and r["worst_anchored"]
-        assert r["command"].startswith("python -m benchmarks.gate_regularisation --weight-decay 0")
+        assert "python -m benchmarks.gate_regularisation --weight-decay 0" in r["command"]
 
 
 def test_step_overhead_tiny(tmp_path):
@@ -208,7 +208,7 @@ def test_step_overhead_tiny(tmp_path):
     assert int(rows["counts-in-step"]["syncs_per_step"]) > 0
     assert int(rows["counts-in-loader"]["syncs_per_step"]) == 0 == int(rows["no-history"]["syncs_per_step"])
     assert all(int(r["steps"]) == 7 and float(r["step_ms_median"]) > 0 for r in rows.values())
-    assert (tmp_path / "step_overhead.csv").read_text().startswith("# python -m benchmarks.step_overhead")
+    assert all("python -m benchmarks.step_overhead --epochs 1" in r["command"] for r in rows.values())
 
 
 @pytest.mark.slow  # a minute: the test split's evaluation with a history term, twice

@@ -8,7 +8,17 @@ import re
 
 import pytest
 
-from benchmarks.runner import Benchmark, commit_of, markdown_table
+from benchmarks.runner import (
+    Benchmark,
+    add_threads,
+    commit_of,
+    interleaved,
+    machine,
+    markdown_table,
+    percentile,
+    spread,
+    timed,
+)
 
 
 def _measure(args):
@@ -64,3 +74,38 @@ def test_markdown_table_escapes_and_rounds():
 
 def test_commit_of_a_folder_outside_git(tmp_path):
     assert commit_of(tmp_path) == "unknown"
+
+
+def test_out_dir_partial_rows_notes_and_measuring_nothing_allowed(tmp_path):
+    from benchmarks.runner import read_csv
+
+    seen = []
+
+    def measure(args):
+        args.notes.append("skipped: one case")
+        yield {"case": "a", "threads": args.threads}
+        seen.append(read_csv(tmp_path / f"toy_{args.tag}.csv"))  # written after the first row already
+        yield {"case": "b", "threads": args.threads}
+
+    def add_arguments(parser):
+        add_threads(parser)
+        parser.add_argument("--tag", default="x")
+
+    spec = Benchmark("toy", "Toy.", measure, add_arguments, out_dir=True, partial=True,
+                     csv_name=lambda args: f"toy_{args.tag}")  # fmt: skip
+    rows = spec.main(["--out-dir", str(tmp_path), "--threads", "1"])
+    assert [r["case"] for r in seen[0]] == ["a"] and [r["case"] for r in rows] == ["a", "b"]
+    assert "skipped: one case" in (tmp_path / "toy_x.md").read_text()
+    empty = Benchmark("toy", "Toy.", lambda args: iter(()), out_dir=True, empty_ok=True)
+    assert empty.main(["--out-dir", str(tmp_path)]) == []
+    assert (tmp_path / "toy.csv").read_text().strip() == "command,commit"
+
+
+def test_timing_helpers():
+    calls = []
+    times = interleaved({"a": lambda: calls.append("a") or 1.0, "b": lambda: calls.append("b") or 2.0}, 2, 1)
+    assert calls == ["a", "b"] * 3 and times == {"a": [1.0, 1.0], "b": [2.0, 2.0]}
+    assert spread([1.0, 2.0, 3.0, 4.0, 5.0]) == {"ms_median": 3.0, "ms_p20": 1.8, "ms_p80": 4.2}
+    assert percentile([7.0], 80) == 7.0 and timed(lambda: None) >= 0
+    facts = machine()
+    assert set(facts) >= {"cpu", "threads", "load_1min"}

@@ -1,5 +1,5 @@
-"""``python -m benchmarks.kernels --quick`` runs end to end in seconds and writes its CSV, summary,
-chart."""
+"""``python -m benchmarks.kernels --quick`` runs end to end in seconds and writes its CSV, summary
+(``.md``), chart; ``scale --quick``, the accuracy race and the paper curve at small sizes."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_kernels_quick(tmp_path, capsys, monkeypatch):
     )
     with (tmp_path / "kernels_cpu.csv").open() as f:
         rows = list(csv.DictReader(f))
-    assert set(rows[0]) == set(kernels.COLUMNS)
+    assert list(rows[0]) == [*kernels.COLUMNS, "command", "commit"]
     eager = {(r["op"], r["mode"]) for r in rows if r["provider"] == "eager"}
     for op in kernels.OPS:
         modes = ("forward",) if op == "score_all" else kernels.MODES
@@ -39,7 +39,8 @@ def test_kernels_quick(tmp_path, capsys, monkeypatch):
     assert float(step["peak_mem_mb"]) > 0  # the step allocates logits, grads, ...
     assert float(next(r for r in rows if r["op"] == "copy")["gb_per_s"]) > 0
     assert (tmp_path / "kernels_cpu.png").stat().st_size > 0
-    assert "made by: python" in capsys.readouterr().out
+    assert "command: python -m benchmarks.kernels --quick" in capsys.readouterr().out
+    assert rows[0]["command"].endswith(f"--out-dir {tmp_path}")
 
 
 class BrokenOps:
@@ -64,7 +65,7 @@ def test_kernels_reports_a_failing_provider_and_measures_the_others(tmp_path, ca
         rows = list(csv.DictReader(f))
     assert {r["op"] for r in rows if r["provider"] == "eager"} == set(kernels.OPS)
     assert not [r for r in rows if r["provider"] == "broken"]
-    failed = [line for line in (tmp_path / "kernels_cpu.txt").read_text().splitlines() if "FAILED" in line]
+    failed = [line for line in (tmp_path / "kernels_cpu.md").read_text().splitlines() if "FAILED" in line]
     # one line per op and first failing mode (the provider is then dropped), plus the bandwidth test
     assert len(failed) == len(kernels.OPS) + 1
     assert "FAILED quick (B=8, n=7, N=50) float32 n3 forward broken: RuntimeError: n3 is broken" in failed
@@ -77,7 +78,7 @@ def test_kernels_budget_skips_and_names_what_it_did_not_measure(tmp_path, monkey
     from benchmarks import kernels
 
     assert kernels.main(["--quick", "--device", "cpu", "--budget-s", "0", "--out-dir", str(tmp_path)]) == 0
-    lines = (tmp_path / "kernels_cpu.txt").read_text().splitlines()
+    lines = (tmp_path / "kernels_cpu.md").read_text().splitlines()
     skipped = [line for line in lines if line.startswith("skipped (the 0 s budget was spent): ")]
     assert len(skipped) == len(kernels.OPS) + 1  # every op and the bandwidth test
     assert (tmp_path / "kernels_cpu.csv").read_text().splitlines()[1:] == []
@@ -136,7 +137,7 @@ def test_scale_quick(tmp_path):
     assert {r["evaluator"] for r in evals} == {"fused", "eager"} and all(
         float(r["seconds"]) > 0 for r in evals
     )
-    assert all(r["command"].startswith("python") and r["load_1min"] for r in rows)
+    assert all("python -m benchmarks.scale --quick" in r["command"] and r["load_1min"] for r in rows)
     assert (tmp_path / "scale_quick.png").stat().st_size > 0
 
 
@@ -181,7 +182,10 @@ def test_accuracy_race_smoke(tmp_path):
                 0 <= float(r["time_auc"]) <= 1 for r in mine if r["split"] == "test" and r["subset"] == "all"
             )
         assert {r["history"] for r in rows if r["model"] == model} == {"no"}
-    assert all(r["commit"].startswith(commit.stdout.strip()) and "--seeds 0 1" in r["command"] for r in rows)
+    head = commit.stdout.strip()
+    assert all(
+        head.startswith(r["commit"].removesuffix("+dirty")) and "--seeds 0 1" in r["command"] for r in rows
+    )
     seeds = {r["seed"]: float(r["mrr"]) for r in rows if r["model"] == "synthetic" and r["split"] == "test"}
     assert seeds["0"] != seeds["1"]  # the seed changes the run
     with (out / "accuracy_race_summary.csv").open() as f:

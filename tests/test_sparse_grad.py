@@ -9,9 +9,9 @@ import warnings
 import pytest
 import torch
 
+from benchmarks.harness import cpu_peak_bytes
 from lightning_modules.phase2 import Phase2Module
 from rotmem import losses
-from rotmem.cpu_memory import cpu_peak_bytes
 from rotmem.models.romem import RoMem
 from rotmem.ops import backend
 from rotmem.ops.table_grad import gather_rows, table_gradient

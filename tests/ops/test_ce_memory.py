@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rotmem.cpu_memory import cpu_peak_bytes
+from benchmarks.harness import cpu_peak_bytes
 from rotmem.ops import ce_tiles, native, reference
 
 pytestmark = pytest.mark.skipif(not native.is_available("cpu"), reason=native.unavailable_reason("cpu"))
