@@ -32,7 +32,7 @@ class EmbeddingCache:
     ``misses`` counts texts embedded, ``hits`` texts that were not (held, or repeated in the call).
     """
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int | None):
         if capacity is not None and (
             isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0
         ):
