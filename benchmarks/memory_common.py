@@ -23,16 +23,21 @@ class Notes(list):
         return [f"- {note}" for note in self]
 
 
-def main(spec: Benchmark, argv: Sequence[str] | None = None, stem: Callable | None = None) -> int:
-    """``spec.main`` where ``--out`` may be a folder (not ``*.csv``) and ``--name`` the CSV's stem in
-    it (``stem(args)`` when no name is given and it returns one, e.g. per split)."""
+def parse(spec: Benchmark, argv: Sequence[str] | None = None, stem: Callable | None = None):
+    """``spec``'s arguments, where ``--out`` may be a folder (not ``*.csv``) and ``--name`` the CSV's stem
+    in it (``stem(args)`` when no name is given and it returns one, e.g. per split)."""
     args = spec.parser().parse_args(argv)
     name = getattr(args, "name", None) or (stem(args) if stem else None)
     if args.out.suffix != ".csv":
         args.out = args.out / f"{name or spec.default_out.stem}.csv"
     elif name:
         args.out = args.out.with_name(f"{name}.csv")
-    spec.run(args, command_line(spec.name, argv, spec.env))
+    return args
+
+
+def main(spec: Benchmark, argv: Sequence[str] | None = None, stem: Callable | None = None) -> int:
+    """``spec.main`` with ``parse``'s ``--out`` and ``--name``."""
+    spec.run(parse(spec, argv, stem), command_line(spec.name, argv, spec.env))
     return 0
 
 

@@ -495,7 +495,7 @@ def counts_table(questions: Sequence[Question]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.temporal_qa.questions --split dev --out dev.jsonl``: write, print counts."""
+    """``python -m benchmarks.datasets.temporal_qa --split dev --out dev.jsonl``: write, print counts."""
     import argparse
     import json
 
