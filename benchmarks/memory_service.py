@@ -371,7 +371,8 @@ def run_load(args, store: str, backend: str, keys: Path, tokens: dict, curve: li
             rows.append({
                 "row": "load", "backend": backend, "records": args.records, "clients": clients,
                 "adds_share": adds, "seconds": args.seconds, "searches": len(out["search"]),
-                "adds": len(out["add"]), "errors": out["errors"], "searches_per_s": round(len(out["search"]) / args.seconds, 1),
+                "adds": len(out["add"]), "errors": out["errors"],
+                "searches_per_s": round(len(out["search"]) / args.seconds, 1),
                 "adds_per_s": round(len(out["add"]) / args.seconds, 1),
                 **{f"{k}_p{q}_ms": round(p(ms[k], q), 1) for k in ("search", "add") for q in (50, 95, 99)},
                 "encoder_calls": int(calls_after - calls), "mean_batch": round(mean_batch, 2),
