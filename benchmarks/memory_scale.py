@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.memory_common import load_average, p, unit_vectors
+from benchmarks.memory_common import main as run_main
 from benchmarks.runner import Benchmark, Row
 from rotmem.index import faiss_available
 from rotmem.memory import CachedEncoder, HashingEncoder, SentenceEncoder, Session, TEMStore
@@ -130,4 +131,4 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
 SPEC = Benchmark("memory_scale", __doc__, measure, add_arguments)
 
 if __name__ == "__main__":
-    SPEC.main()
+    raise SystemExit(run_main(SPEC))  # --out: the CSV or its folder

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from benchmarks.memory_common import main as run_main
 from benchmarks.memory_common import p, unit_vectors
 from benchmarks.runner import Benchmark, Row
 
@@ -121,4 +122,4 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
 SPEC = Benchmark("pgvector_search", __doc__, measure, add_arguments, csv_name="memory_service/pgvector")
 
 if __name__ == "__main__":
-    SPEC.main()
+    raise SystemExit(run_main(SPEC))  # --out: the CSV or its folder

@@ -128,6 +128,18 @@ def test_memory_service_tiny(tmp_path):
     assert int(crash[0]["missing"]) == 0 and int(crash[0]["half_written"]) == 0
     assert (out / "memory_service.png").stat().st_size > 0
     assert all("python -m benchmarks.memory_service load crash" in r["command"] for r in rows + crash)
+    run_script(
+        "-m", "benchmarks.memory_service_causes", "--work", str(work), "--repeats", "1", "--out", str(out)
+    )
+    causes = read_rows(out / "memory_service_causes.csv")  # each cause before and after, on the same file
+    assert [r["cause"] for r in causes][::2] == [
+        "latest date",
+        "index search",
+        "record fetch",
+        "store path",
+        "MiniLM",
+    ]
+    assert all(float(r["ms_per_question"]) > 0 and int(r["records"]) >= 200 for r in causes)  # + the adds
 
 
 @pytest.mark.slow
