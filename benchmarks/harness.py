@@ -8,9 +8,7 @@ backend, while these time the ops of one given backend module (or a swapped-in c
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -70,14 +68,3 @@ def cpu_peak_bytes(fn: Callable[[], object]) -> int:
         current += event.nbytes()
         peak = max(peak, current)
     return peak
-
-
-def write_rows(path: Path, rows: list[dict], command: str) -> None:
-    """``rows`` to the CSV ``path`` with a last column ``command`` (for the benchmarks not yet on
-    ``benchmarks.runner``, which writes the command and the commit itself)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[*rows[0], "command"])
-        writer.writeheader()
-        writer.writerows({**row, "command": command} for row in rows)
-    print(f"wrote {path}")

@@ -44,37 +44,29 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 
 import argparse
 import asyncio
-import csv
 import hashlib
 import json
 import os
 import random
-import shlex
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results" / "memory_service"
+from benchmarks.memory_common import p, parse, unit_vectors
+from benchmarks.runner import ROOT, Benchmark, Row, command_line, commit_of, write_csv
+
 RELATIONS = ("lives in", "works as", "works for", "drinks", "likes", "owns", "plays", "studies")
 PERSONAS, PER_SESSION = 2000, 10
 NAMESPACE, CRASH_NAMESPACE = "load", "crash"
-LOAD_FIELDS = (
-    "row", "backend", "records", "clients", "adds_share", "seconds", "searches", "adds", "errors",
-    "searches_per_s", "adds_per_s", "search_p50_ms", "search_p95_ms", "search_p99_ms", "add_p50_ms",
-    "add_p95_ms", "add_p99_ms", "encoder_calls", "mean_batch", "encoder_bound_per_s",
-    "device", "texts", "batch_size", "reps", "sentences_per_s",
-    "target", "measured", "bound", "ratio", "needed", "passed",
-)  # fmt: skip
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 ENCODER_THREADS = 1  # the server's --encoder-threads: the 2 cores run the server, the encoder and the clients
-CRASH_FIELDS = ("backend", "cycle", "acknowledged", "found", "missing", "half_written", "sessions_on_disk")
 
 
 def fact_rows(records: int) -> list[tuple[str, str, str]]:
@@ -97,87 +89,54 @@ def new_fact(rng: random.Random, sid: str) -> dict:
     }
 
 
-def fact_texts(rows: list[tuple[str, str, str]]) -> list[str]:
-    from rotmem.memory.tem.store import fact_text
-
-    return [fact_text(*row) for row in rows]
-
-
-class CachedEncoder:
-    """The MiniLM vectors of the preload texts, looked up (same ``name`` as the real encoder)."""
-
-    def __init__(self, name: str, table: dict[str, np.ndarray]):
-        self.name, self.table = name, table
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        return np.stack([self.table[t] for t in texts])
-
-
-def random_vectors(texts: list[str]) -> tuple[np.ndarray, str, float]:
-    """Random unit vectors of MiniLM's width, stored under MiniLM's encoder name (module docs)."""
-    from rotmem.memory.encoder import DEFAULT_MODEL
-
-    vectors = np.random.default_rng(0).standard_normal((len(texts), 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors, f"sentence-transformers:{DEFAULT_MODEL}", 0.0
-
-
-def embed_once(texts: list[str], cache: Path) -> tuple[np.ndarray, str, float]:
-    """MiniLM vectors of ``texts`` from ``cache`` or computed (and cached); returns seconds spent."""
+def preload_vectors(args, texts: list[str]) -> np.ndarray:
+    """Random unit vectors of MiniLM's width (``--vectors random``, module docs), or MiniLM's own,
+    computed once and kept in ``--cache``."""
+    if args.vectors == "random":
+        return unit_vectors(np.random.default_rng(0), len(texts), 384)
     from rotmem.memory import SentenceEncoder
 
-    encoder = SentenceEncoder()
     key = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
-    file = cache / f"minilm-{len(texts)}-{key}.npy"
-    if file.exists():
-        return np.load(file), encoder.name, 0.0
-    start = time.perf_counter()
-    vectors = encoder.encode(texts)
-    seconds = time.perf_counter() - start
-    cache.mkdir(parents=True, exist_ok=True)
-    np.save(file, vectors)
-    return vectors, encoder.name, seconds
+    file = Path(args.cache) / f"minilm-{len(texts)}-{key}.npy"
+    if not file.exists():
+        start = time.perf_counter()
+        vectors = SentenceEncoder().encode(texts)
+        print(f"embedded {len(texts)} facts with MiniLM in {time.perf_counter() - start:.1f} s", flush=True)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        np.save(file, vectors)
+    return np.load(file)
 
 
-def encoder_curve(encoder, sizes, reps: int, device: str) -> list[dict]:
-    """The encoder's sentences/s at each batch size: new questions and new facts (as the clients
-    send them), the median of ``reps`` timed batches after a warm-up batch (module docs)."""
+def encoder_curve(args) -> Iterator[Row]:
+    """The service's encoder (``rotmem serve``'s class, device and threads) timed alone: sentences/s at
+    each batch size on new questions and new facts (as the clients send them), the median of ``reps``
+    timed batches after a warm-up batch (module docs)."""
+    import torch
+
+    from rotmem.memory import SentenceEncoder
     from rotmem.memory.tem.store import fact_text
 
+    torch.set_num_threads(ENCODER_THREADS)
+    encoder = SentenceEncoder(device=args.device)
     rng = random.Random(1)
     makers = {
         "question": lambda: question(rng),
         "fact": lambda: fact_text(*new_fact(rng, f"curve{rng.randrange(10**9)}").values()),
     }
-    encoder.encode([makers["question"]() for _ in range(max(sizes))])  # loads the model, warms it
-    rows = []
+    encoder.encode([makers["question"]() for _ in range(max(args.batch_sizes))])  # loads the model, warms it
     for texts, make in makers.items():
-        for size in sizes:
+        for size in args.batch_sizes:
             rates = []
-            for _ in range(reps):
+            for _ in range(args.reps):
                 batch = [make() for _ in range(size)]
                 start = time.perf_counter()
                 encoder.encode(batch)
                 rates.append(size / (time.perf_counter() - start))
-            row = {"row": "encoder", "device": device, "texts": texts, "batch_size": size, "reps": reps,
-                   "sentences_per_s": round(float(np.median(rates)), 1)}  # fmt: skip
-            print(row, flush=True)
-            rows.append(row)
-    return rows
+            yield {"row": "encoder", "device": encoder.device, "texts": texts, "batch_size": size,
+                   "reps": args.reps, "sentences_per_s": round(float(np.median(rates)), 1)}  # fmt: skip
 
 
-def run_encoder(args) -> list[dict]:
-    """The service's encoder (``rotmem serve``'s class, device and threads) timed alone."""
-    import torch
-
-    from rotmem.memory import SentenceEncoder
-
-    torch.set_num_threads(ENCODER_THREADS)
-    encoder = SentenceEncoder(device=args.device)
-    return encoder_curve(encoder, args.batch_sizes, args.reps, encoder.device)
-
-
-def encoder_bound(curve: list[dict], texts: str, batch: float) -> float:
+def encoder_bound(curve: Sequence[Row], texts: str, batch: float) -> float:
     """The encoder's sentences/s on ``texts`` at mean batch size ``batch`` (linear in log2 of the
     batch size between measured sizes, the end value beyond them)."""
     points = sorted((r["batch_size"], r["sentences_per_s"]) for r in curve if r["texts"] == texts)
@@ -185,11 +144,10 @@ def encoder_bound(curve: list[dict], texts: str, batch: float) -> float:
     return float(np.interp(np.log2(max(batch, 1.0)), np.log2(sizes), rates))
 
 
-def targets(load: list[dict], curve: list[dict], clients: int) -> list[dict]:
+def targets(load: list[Row], curve: list[Row], clients: int) -> list[Row]:
     """The rows ``target`` of one backend's load rows at ``clients`` (module docs)."""
     mixed = next(r for r in load if r["clients"] == clients and r["adds_share"] < 1)
     adding = next((r for r in load if r["clients"] == clients and r["adds_share"] == 1), None)
-    common = {"row": "target", "backend": mixed["backend"], "records": mixed["records"], "clients": clients}
     checks = [
         ("searches/s vs encoder questions/s", mixed, mixed["searches_per_s"], "question", 0.8, ">="),
         ("search p99 vs p50", mixed, mixed["search_p99_ms"], None, 3.0, "<="),
@@ -200,105 +158,106 @@ def targets(load: list[dict], curve: list[dict], clients: int) -> list[dict]:
         )
     rows = []
     for name, level, measured, texts, needed, sense in checks:
-        if texts is None:
-            bound = level["search_p50_ms"]
-        else:
-            bound = encoder_bound(curve, texts, level["mean_batch"] or 1.0)
+        bound = (
+            level["search_p50_ms"]
+            if texts is None
+            else encoder_bound(curve, texts, level["mean_batch"] or 1.0)
+        )
         ratio = measured / bound if bound else float("nan")
-        passed = ratio >= needed if sense == ">=" else ratio <= needed
-        rows.append({**common, "adds_share": level["adds_share"], "mean_batch": level["mean_batch"],
+        rows.append({"row": "target", "backend": mixed["backend"], "records": mixed["records"],
+                     "clients": clients, "adds_share": level["adds_share"], "mean_batch": level["mean_batch"],
                      "target": name, "measured": measured, "bound": round(bound, 1), "ratio": round(ratio, 3),
-                     "needed": f"{sense} {needed}", "passed": bool(passed)})  # fmt: skip
-        print(rows[-1], flush=True)
+                     "needed": f"{sense} {needed}",
+                     "passed": bool(ratio >= needed if sense == ">=" else ratio <= needed)})  # fmt: skip
     return rows
 
 
-def preload(location: str, namespace: str | None, rows, vectors, encoder_name: str) -> float:
-    from rotmem.memory import TemporalMemory
+def preload(location: str, namespace: str | None, rows, vectors) -> float:
+    from rotmem.memory import CachedEncoder, SentenceEncoder, TemporalMemory
+    from rotmem.memory.tem.store import fact_text
 
-    texts = fact_texts(rows)
-    encoder = CachedEncoder(encoder_name, dict(zip(texts, vectors, strict=True)))
+    encoder = CachedEncoder(SentenceEncoder())  # the preload's vectors under MiniLM's name (module docs)
+    encoder.put([fact_text(*row) for row in rows], vectors)
     options = {"namespace": namespace} if namespace else {"synchronous": "OFF"}
+    sessions = [dict(session_id=f"p{s}", facts=rows[s * PER_SESSION : (s + 1) * PER_SESSION],
+                     date=18000 + s // 50, turns=()) for s in range(len(rows) // PER_SESSION)]  # fmt: skip
     start = time.perf_counter()
     with TemporalMemory(location, encoder=encoder, **options) as memory:
-        sessions = [
-            dict(
-                session_id=f"p{s}",
-                facts=rows[s * PER_SESSION : (s + 1) * PER_SESSION],
-                date=18000 + s // 50,
-                turns=(),
-            )
-            for s in range(len(rows) // PER_SESSION)
-        ]
-        for start_batch in range(0, len(sessions), 1000):
-            memory.add_sessions(sessions[start_batch : start_batch + 1000])
+        for first in range(0, len(sessions), 1000):
+            memory.add_sessions(sessions[first : first + 1000])
     return time.perf_counter() - start
 
 
-def postgres(folder: Path) -> str:
-    from tests.postgres_server import postgres_bin, start_server
+class Postgres:
+    """A Postgres server from Debian's binaries in ``folder`` (fsync on) for a ``with`` block: its DSN."""
 
-    binaries = postgres_bin()
-    if binaries is None:
-        raise SystemExit("no Postgres binaries: apt-get install postgresql")
-    folder.mkdir(parents=True, exist_ok=True)
-    os.chmod(folder, 0o755)
-    return start_server(folder, binaries, fsync=True)  # a server from an earlier prepare starts again
+    def __init__(self, folder: Path):
+        from tests.postgres_server import postgres_bin
+
+        self.folder, self.binaries = folder, postgres_bin()
+        if self.binaries is None:
+            raise SystemExit("no Postgres binaries: apt-get install postgresql")
+
+    def __enter__(self) -> str:
+        from tests.postgres_server import start_server
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.folder, 0o755)
+        return start_server(self.folder, self.binaries, fsync=True)  # an earlier prepare's starts again
+
+    def __exit__(self, *exc) -> None:
+        from tests.postgres_server import stop_server
+
+        stop_server(self.folder, self.binaries)
 
 
-def stop_postgres(folder: Path) -> None:
-    from tests.postgres_server import postgres_bin, stop_server
-
-    stop_server(folder, postgres_bin())
+def stores(args) -> Iterator[tuple[str, str]]:
+    """``(backend, store)`` for each of ``--backends``, its server running while the caller uses it."""
+    for backend in args.backends:
+        if backend == "postgres":
+            with Postgres(Path(args.work) / "postgres") as dsn:
+                yield backend, dsn
+        else:
+            yield backend, str(Path(args.work) / "sqlite")
 
 
 def run_prepare(args) -> None:
+    from rotmem.memory.tem.store import fact_text
+
     work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
     rows = fact_rows(args.records)
-    if args.vectors == "minilm":
-        vectors, name, seconds = embed_once(fact_texts(rows), Path(args.cache))
-        print(f"embedded {len(rows)} facts with MiniLM in {seconds:.1f} s (0 = cached)", flush=True)
-    else:
-        vectors, name, seconds = random_vectors(fact_texts(rows))
-    if "sqlite" in args.backends:
-        sqlite_dir = work / "sqlite"
-        sqlite_dir.mkdir(exist_ok=True)
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{sqlite_dir / NAMESPACE}.db{suffix}").unlink(missing_ok=True)
-        seconds = preload(str(sqlite_dir / f"{NAMESPACE}.db"), None, rows, vectors, name)
-        print(f"sqlite preload: {seconds:.1f} s", flush=True)
-    if "postgres" in args.backends:
-        dsn = postgres(work / "postgres")
-        try:
+    vectors = preload_vectors(args, [fact_text(*row) for row in rows])
+    for backend, store in stores(args):
+        if backend == "sqlite":
+            Path(store).mkdir(parents=True, exist_ok=True)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{store}/{NAMESPACE}.db{suffix}").unlink(missing_ok=True)
+            seconds = preload(f"{store}/{NAMESPACE}.db", None, rows, vectors)
+        else:
             from rotmem.memory.storage.postgres import drop_namespace
 
-            drop_namespace(dsn, NAMESPACE)
-            print(f"postgres preload: {preload(dsn, NAMESPACE, rows, vectors, name):.1f} s", flush=True)
-        finally:
-            stop_postgres(work / "postgres")
+            drop_namespace(store, NAMESPACE)
+            seconds = preload(store, NAMESPACE, rows, vectors)
+        print(f"{backend} preload: {seconds:.1f} s", flush=True)
     (work / "prepared.json").write_text(json.dumps({"records": args.records, "vectors": args.vectors}))
 
 
-# --- the server ------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
+# --- the server and its clients ------------------------------------------------------------------
 class Server:
     """``rotmem serve`` in a subprocess, one key per namespace."""
 
     def __init__(self, store: str, keys: Path, log: Path, device: str = "auto"):
-        self.port, self.log = free_port(), log
-        self.url = f"http://127.0.0.1:{self.port}"
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.url, self.log = f"http://127.0.0.1:{port}", log
         command = [sys.executable, "-m", "rotmem.cli", "serve", "--store", store, "--keys", str(keys),
-                   "--port", str(self.port), "--encoder", "minilm", "--encoder-threads", str(ENCODER_THREADS),
+                   "--port", str(port), "--encoder", "minilm", "--encoder-threads", str(ENCODER_THREADS),
                    "--device", device]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
         with log.open("a") as stderr:
-            self.process = subprocess.Popen(command, env=env, cwd=REPO, stderr=stderr)
+            self.process = subprocess.Popen(
+                command, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, stderr=stderr
+            )
 
     def wait_ready(self, timeout: float = 300) -> None:
         import httpx
@@ -348,35 +307,27 @@ def make_keys(folder: Path) -> tuple[Path, dict[str, str]]:
     return folder / "keys.json", tokens
 
 
-# --- the clients -----------------------------------------------------------------------------
-async def client_loop(
-    client, stop_at: float, rng: random.Random, seq: list[int], out: dict, prefix: str, adds: float = 0.1
-) -> None:
+async def client_loop(client, stop_at: float, rng: random.Random, seq: list[int], out: dict, prefix: str,
+                      adds: float) -> None:  # fmt: skip
     while time.perf_counter() < stop_at:
         if rng.random() < adds:
             seq[0] += 1
             sid = f"{prefix}{seq[0]}"
+            kind, path = "add", "/v1/sessions"
             body = {"session_id": sid, "date": "2024-06-01", "facts": [new_fact(rng, sid)]}
-            kind, start = "add", time.perf_counter()
-            try:
-                response = await client.post("/v1/sessions", json=body)
-            except Exception:  # the server was killed: not acknowledged
-                out["errors"] += 1
-                await asyncio.sleep(0.05)
-                continue
-            if response.status_code == 200:
-                out["acknowledged"].append((sid, body["facts"][0]["object"]))
         else:
-            kind, start = "search", time.perf_counter()
-            try:
-                response = await client.post("/v1/search", json={"question": question(rng), "k": 15})
-            except Exception:
-                out["errors"] += 1
-                await asyncio.sleep(0.05)
-                continue
-        elapsed = time.perf_counter() - start
+            kind, path, body = "search", "/v1/search", {"question": question(rng), "k": 15}
+        start = time.perf_counter()
+        try:
+            response = await client.post(path, json=body)
+        except Exception:  # the server was killed: not acknowledged
+            out["errors"] += 1
+            await asyncio.sleep(0.05)
+            continue
         if response.status_code == 200:
-            out[kind].append(elapsed)
+            out[kind].append(time.perf_counter() - start)
+            if kind == "add":
+                out["acknowledged"].append((sid, body["facts"][0]["object"]))
         else:
             out["errors"] += 1
 
@@ -390,63 +341,11 @@ async def run_clients(
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as client:
-        stop_at = time.perf_counter() + seconds
-        seq = [0]
-        await asyncio.gather(
-            *(
-                client_loop(client, stop_at, random.Random(i), seq, out, f"{prefix}c{i}-", adds)
-                for i in range(clients)
-            )
-        )
+        stop_at, seq = time.perf_counter() + seconds, [0]
+        loops = [client_loop(client, stop_at, random.Random(i), seq, out, f"{prefix}c{i}-", adds)
+                 for i in range(clients)]  # fmt: skip
+        await asyncio.gather(*loops)
     return out
-
-
-def percentile_ms(values: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values) * 1000, q)) if values else float("nan")
-
-
-def run_load(
-    args, store: str, backend: str, keys: Path, tokens: dict, records: int, curve: list[dict]
-) -> list[dict]:
-    server = Server(store, keys, keys.parent / f"serve-{backend}.log", args.device)
-    run = f"r{time.time_ns()}"  # session ids never repeat those of an earlier run on the same file
-    rows = []
-    try:
-        server.wait_ready()
-        asyncio.run(
-            run_clients(server.url, tokens[NAMESPACE], 4, 5.0, f"{backend}-{run}-warm-")
-        )  # index built, warm
-        levels = [(clients, 0.1) for clients in args.clients] + [(target_clients(args), 1.0)]
-        for clients, adds in levels:
-            calls, texts = server.batches()
-            out = asyncio.run(
-                run_clients(
-                    server.url,
-                    tokens[NAMESPACE],
-                    clients,
-                    args.seconds,
-                    f"{backend}-{run}-n{clients}-{adds}-",
-                    adds,
-                )
-            )
-            calls_after, texts_after = server.batches()
-            mean_batch = (texts_after - texts) / max(calls_after - calls, 1)
-            row = {
-                "row": "load", "backend": backend, "records": records, "clients": clients, "adds_share": adds,
-                "seconds": args.seconds,
-                "searches": len(out["search"]), "adds": len(out["add"]), "errors": out["errors"],
-                "searches_per_s": round(len(out["search"]) / args.seconds, 1),
-                "adds_per_s": round(len(out["add"]) / args.seconds, 1),
-                **{f"search_p{q}_ms": round(percentile_ms(out["search"], q), 1) for q in (50, 95, 99)},
-                **{f"add_p{q}_ms": round(percentile_ms(out["add"], q), 1) for q in (50, 95, 99)},
-                "encoder_calls": int(calls_after - calls), "mean_batch": round(mean_batch, 2),
-                "encoder_bound_per_s": round(encoder_bound(curve, texts_of(adds), mean_batch), 1),
-            }  # fmt: skip
-            print(row, flush=True)
-            rows.append(row)
-    finally:
-        server.stop()
-    return rows + targets(rows, curve, target_clients(args))
 
 
 def texts_of(adds: float) -> str:
@@ -454,9 +353,35 @@ def texts_of(adds: float) -> str:
     return "fact" if adds >= 1 else "question"
 
 
-def target_clients(args) -> int:
-    """The client count the targets are checked at: 16, else the largest measured."""
-    return 16 if 16 in args.clients else max(args.clients)
+def run_load(args, store: str, backend: str, keys: Path, tokens: dict, curve: list[Row]) -> list[Row]:
+    server = Server(store, keys, keys.parent / f"serve-{backend}.log", args.device)
+    run = f"r{time.time_ns()}"  # session ids never repeat those of an earlier run on the same file
+    at = 16 if 16 in args.clients else max(args.clients)  # the client count the targets are checked at
+    rows = []
+    try:
+        server.wait_ready()
+        asyncio.run(run_clients(server.url, tokens[NAMESPACE], 4, 5.0, f"{backend}-{run}-warm-"))  # warm
+        for clients, adds in [(clients, 0.1) for clients in args.clients] + [(at, 1.0)]:
+            calls, texts = server.batches()
+            prefix = f"{backend}-{run}-n{clients}-{adds}-"
+            out = asyncio.run(run_clients(server.url, tokens[NAMESPACE], clients, args.seconds, prefix, adds))
+            calls_after, texts_after = server.batches()
+            mean_batch = (texts_after - texts) / max(calls_after - calls, 1)
+            ms = {kind: np.asarray(out[kind]) * 1000 for kind in ("search", "add")}
+            rows.append({
+                "row": "load", "backend": backend, "records": args.records, "clients": clients,
+                "adds_share": adds, "seconds": args.seconds, "searches": len(out["search"]),
+                "adds": len(out["add"]), "errors": out["errors"],
+                "searches_per_s": round(len(out["search"]) / args.seconds, 1),
+                "adds_per_s": round(len(out["add"]) / args.seconds, 1),
+                **{f"{k}_p{q}_ms": round(p(ms[k], q), 1) for k in ("search", "add") for q in (50, 95, 99)},
+                "encoder_calls": int(calls_after - calls), "mean_batch": round(mean_batch, 2),
+                "encoder_bound_per_s": round(encoder_bound(curve, texts_of(adds), mean_batch), 1),
+            })  # fmt: skip
+            print(rows[-1], flush=True)
+    finally:
+        server.stop()
+    return rows + targets(rows, curve, at)
 
 
 READER = """
@@ -486,58 +411,59 @@ async def load_then_kill(server: Server, token: str, kill_after: float, prefix: 
     return await task
 
 
-def run_crash(args, store: str, backend: str, keys: Path, tokens: dict) -> list[dict]:
+def run_crash(args, store: str, backend: str, keys: Path, tokens: dict) -> list[Row]:
     from rotmem.memory.storage.postgres import drop_namespace
 
     location = store if backend == "postgres" else str(Path(store) / f"{CRASH_NAMESPACE}.db")
     if backend == "postgres":
         drop_namespace(store, CRASH_NAMESPACE)
-    for suffix in ("", "-wal", "-shm"):
-        if backend == "sqlite":
+    else:
+        for suffix in ("", "-wal", "-shm"):
             Path(location + suffix).unlink(missing_ok=True)
     acknowledged: list[tuple[str, str]] = []
     rows = []
     for cycle in range(1, args.cycles + 1):
         server = Server(store, keys, keys.parent / f"serve-{backend}-crash.log")
         server.wait_ready()
-
         out = asyncio.run(
             load_then_kill(server, tokens[CRASH_NAMESPACE], args.kill_after, f"{backend}-k{cycle}-")
         )
         acknowledged += out["acknowledged"]
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
         seen = subprocess.run([sys.executable, "-c", READER, location, CRASH_NAMESPACE], capture_output=True,
-                              text=True, env=env, cwd=REPO, timeout=300)  # fmt: skip
+                              text=True, env=env, cwd=ROOT, timeout=300)  # fmt: skip
         if seen.returncode != 0:
             raise SystemExit(f"the reader failed: {seen.stderr[-2000:]}")
         state = json.loads(seen.stdout)
         found = [sid for sid, obj in acknowledged if obj in state["objects"].get(sid, [])]
-        half = len(state["sessions"]) - len(state["whole"]) + len(state["untimed"])
-        row = {"backend": backend, "cycle": cycle, "acknowledged": len(acknowledged), "found": len(found),
-               "missing": len(acknowledged) - len(found), "half_written": half,
-               "sessions_on_disk": len(state["sessions"])}  # fmt: skip
-        print(row, flush=True)
-        rows.append(row)
+        rows.append({"backend": backend, "cycle": cycle, "acknowledged": len(acknowledged),
+                     "found": len(found), "missing": len(acknowledged) - len(found),
+                     "half_written": len(state["sessions"]) - len(state["whole"]) + len(state["untimed"]),
+                     "sessions_on_disk": len(state["sessions"])})  # fmt: skip
+        print(rows[-1], flush=True)
     return rows
 
 
-def write_csv(path: Path, fields, rows, command: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        f.write(f"# {command}\n")
-        writer = csv.DictWriter(f, fieldnames=fields, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
+def measure(args: argparse.Namespace) -> Iterator[Row]:
+    """The encoder's curve, then (phase ``load``) every backend's load levels and targets."""
+    curve = list(encoder_curve(args))
+    yield from curve
+    if "load" in args.phases:
+        keys, tokens = make_keys(Path(args.work))
+        for backend, store in stores(args):
+            yield from run_load(args, store, backend, keys, tokens, curve)
 
 
-def plot(rows: list[dict], path: Path) -> None:
+def plot(rows: list[Row], path: Path) -> None:
+    rows = [r for r in rows if r["row"] == "load" and r["adds_share"] < 1]
+    if not rows:
+        return
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    rows = [r for r in rows if r.get("row") == "load" and r["adds_share"] < 1]
     for backend in sorted({r["backend"] for r in rows}):
         mine = [r for r in rows if r["backend"] == backend]
         n = [r["clients"] for r in mine]
@@ -557,10 +483,7 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("phases", nargs="+", choices=("prepare", "encoder", "load", "crash"))
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--vectors", default="random", choices=("random", "minilm"), help="preloaded vectors")
@@ -576,37 +499,30 @@ def main() -> None:
     parser.add_argument("--device", default="auto", help="the encoder's device: auto, cpu, cuda")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="encoder curve")
     parser.add_argument("--reps", type=int, default=7, help="timed batches per size (the median is kept)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the CSVs and the PNG")
-    args = parser.parse_args()
-    command = "python -m benchmarks.memory_service " + shlex.join(sys.argv[1:])
+
+
+SPEC = Benchmark(
+    "memory_service", __doc__, measure, add_arguments, plot=plot, csv_name="memory_service/memory_service"
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The phases in order; ``--out``: ``memory_service.csv`` (or its folder), the crash rows beside it."""
+    args = parse(SPEC, argv)
+    command = command_line(SPEC.name, argv)
+    Path(args.work).mkdir(parents=True, exist_ok=True)
     if "prepare" in args.phases:
         run_prepare(args)
-    work = Path(args.work)
-    curve = run_encoder(args) if {"encoder", "load"} & set(args.phases) else []
-    if "load" not in args.phases and curve:
-        write_csv(args.out / "memory_service.csv", LOAD_FIELDS, curve, command)
-    if not {"load", "crash"} & set(args.phases):
-        return
-    keys, tokens = make_keys(work)
-    load_rows, crash_rows = [], []
-    for backend in args.backends:
-        store = str(work / "sqlite")
-        if backend == "postgres":
-            store = postgres(work / "postgres")
-        try:
-            if "load" in args.phases:
-                load_rows += run_load(args, store, backend, keys, tokens, args.records, curve)
-            if "crash" in args.phases:
-                crash_rows += run_crash(args, store, backend, keys, tokens)
-        finally:
-            if backend == "postgres":
-                stop_postgres(work / "postgres")
-    if load_rows:
-        write_csv(args.out / "memory_service.csv", LOAD_FIELDS, curve + load_rows, command)
-        plot(load_rows, args.out / "memory_service.png")
-    if crash_rows:
-        write_csv(args.out / "memory_service_crash.csv", CRASH_FIELDS, crash_rows, command)
+    if {"encoder", "load"} & set(args.phases):
+        SPEC.run(args, command)
+    if "crash" in args.phases:
+        keys, tokens = make_keys(Path(args.work))
+        rows = [
+            row for backend, store in stores(args) for row in run_crash(args, store, backend, keys, tokens)
+        ]
+        write_csv(args.out.with_name("memory_service_crash.csv"), rows, command, commit_of())
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

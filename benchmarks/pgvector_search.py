@@ -3,8 +3,8 @@
 The issue asks "pgvector for the vectors or the existing index: measure and choose". Debian 12's
 apt has no ``postgresql-15-pgvector``; the ``pgserver`` wheel (``pip install pgserver``) bundles
 PostgreSQL 16.2 with pgvector 0.6.2, so this script runs there: ``--records`` random unit vectors of
-MiniLM's width (the memory-service benchmark's vectors) in a ``vector(384)`` column, then per
-question the top 50 by inner product (what ``TemporalMemory`` asks the index for):
+MiniLM's width in a ``vector(384)`` column, then per question the top 50 by inner product (what
+``TemporalMemory`` asks the index for):
 
 - ``pgvector exact``: ``ORDER BY embedding <#> q LIMIT 50`` without an index (a parallel seq scan);
 - ``pgvector hnsw``: the same with an HNSW index (``vector_ip_ops``, default m / ef_construction,
@@ -23,17 +23,16 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.pgvector_search (from the checkout's root)")
 
 import argparse
-import csv
-import shlex
-import sys
 import tempfile
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "benchmarks" / "results" / "memory_service" / "pgvector.csv"
+from benchmarks.memory_common import main as run_main
+from benchmarks.memory_common import p, unit_vectors
+from benchmarks.runner import Benchmark, Row
+
 DIM, TOP = 384, 50
 
 
@@ -41,7 +40,7 @@ def literal(vector: np.ndarray) -> str:
     return "[" + ",".join(map(str, vector.tolist())) + "]"
 
 
-def timed_queries(run, queries: np.ndarray) -> list[float]:
+def seconds_each(run, queries) -> list[float]:
     out = []
     for q in queries:
         start = time.perf_counter()
@@ -50,14 +49,12 @@ def timed_queries(run, queries: np.ndarray) -> list[float]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=50)
-    args = parser.parse_args()
-    command = "python -m benchmarks.pgvector_search " + shlex.join(sys.argv[1:])
+
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
     try:
         import pgserver
     except ImportError:
@@ -69,19 +66,23 @@ def main() -> None:
     from rotmem.index import make_index
 
     rng = np.random.default_rng(0)
-    vectors = rng.standard_normal((args.records, DIM)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    queries = rng.standard_normal((args.queries, DIM)).astype(np.float32)
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    rows = []
+    vectors, queries = unit_vectors(rng, args.records, DIM), unit_vectors(rng, args.queries, DIM)
+
+    def row(method: str, times: list[float], recall: float, note: str) -> Row:
+        ms = np.asarray(times) * 1000
+        return dict(method=method, records=args.records, queries=len(times), p50_ms=round(p(ms, 50), 2),
+                    p95_ms=round(p(ms, 95), 2), **{f"recall_at_{TOP}": round(float(recall), 3)},
+                    note=note, server=server_version)  # fmt: skip
+
     with tempfile.TemporaryDirectory() as folder:
         server = pgserver.get_server(folder, cleanup_mode="stop")
         with psycopg.connect(server.get_uri(), autocommit=True) as db:
-            version = db.execute("SELECT version()").fetchone()[0].split(",")[0]
             db.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            extension = db.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[
-                0
-            ]
+            version = db.execute("SELECT version()").fetchone()[0].split(",")[0]
+            (extension,) = db.execute(
+                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
+            server_version = f"{version}, pgvector {extension}"
             db.execute(f"CREATE TABLE facts (id BIGINT PRIMARY KEY, embedding vector({DIM}))")
             start = time.perf_counter()
             with db.cursor().copy("COPY facts (id, embedding) FROM STDIN") as copy:
@@ -96,48 +97,29 @@ def main() -> None:
 
             exact = [pg(q) for q in queries[:3]]  # warm
             exact = [pg(q) for q in queries]
-            times = timed_queries(pg, queries)
-            rows.append(("pgvector exact (seq scan)", times, 1.0, f"load {load_s:.1f} s"))
+            yield row("pgvector exact (seq scan)", seconds_each(pg, queries), 1.0, f"load {load_s:.1f} s")
             start = time.perf_counter()
             db.execute("SET maintenance_work_mem = '1GB'")  # the graph is built in memory
             db.execute("CREATE INDEX ON facts USING hnsw (embedding vector_ip_ops)")
             build_s = time.perf_counter() - start
             db.execute("SET hnsw.ef_search = 100")
-            approx = [pg(q) for q in queries]
-            recall = np.mean([len(set(a) & set(e)) / TOP for a, e in zip(approx, exact, strict=True)])
-            rows.append(
-                (
-                    "pgvector hnsw (ef_search 100)",
-                    timed_queries(pg, queries),
-                    recall,
-                    f"build {build_s:.1f} s",
-                )
+            recall = np.mean([len(set(pg(q)) & set(e)) / TOP for q, e in zip(queries, exact, strict=True)])
+            yield row(
+                "pgvector hnsw (ef_search 100)", seconds_each(pg, queries), recall, f"build {build_s:.1f} s"
             )
         server.cleanup()
     index = make_index(DIM, backend="faiss")
     index.add(np.arange(args.records), vectors)
     _, ids = index.search(queries, TOP)
     recall = np.mean([len(set(i.tolist()) & set(e)) / TOP for i, e in zip(ids, exact, strict=True)])
-    rows.append(
-        ("faiss flat, one question", timed_queries(lambda q: index.search(q[None], TOP), queries), recall, "")
-    )
+    one = seconds_each(lambda q: index.search(q[None], TOP), queries)
+    yield row("faiss flat, one question", one, recall, "")
     batches = queries[: (len(queries) // 16) * 16].reshape(-1, 16, DIM)
-    per_batch = timed_queries(lambda b: index.search(b, TOP), batches)
-    rows.append(("faiss flat, batch of 16 (per question)", [t / 16 for t in per_batch], recall, ""))
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    with OUT.open("w", newline="") as f:
-        f.write(
-            f"# {command}  ({version}, pgvector {extension}; {args.records} random unit vectors, top {TOP})\n"
-        )
-        writer = csv.writer(f)
-        writer.writerow(["method", "records", "queries", "p50_ms", "p95_ms", f"recall_at_{TOP}", "note"])
-        for name, times, rec, note in rows:
-            ms = np.asarray(times) * 1000
-            line = [name, args.records, len(times), round(float(np.percentile(ms, 50)), 2),
-                    round(float(np.percentile(ms, 95)), 2), round(float(rec), 3), note]  # fmt: skip
-            writer.writerow(line)
-            print(line, flush=True)
+    per_batch = seconds_each(lambda b: index.search(b, TOP), batches)
+    yield row("faiss flat, batch of 16 (per question)", [t / 16 for t in per_batch], recall, "")
 
+
+SPEC = Benchmark("pgvector_search", __doc__, measure, add_arguments, csv_name="memory_service/pgvector")
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_main(SPEC))  # --out: the CSV or its folder

@@ -49,7 +49,7 @@ def test_memory_scale_tiny(tmp_path):
     assert all(float(r["value"]) > 0 for r in rows if r["unit"] == "facts/s")
     reopen = next(r for r in rows if r["metric"] == "reopen_rebuild_index_s")
     assert reopen["note"].startswith("200 vectors")  # the batched store's records, read back
-    assert all(r["command"].startswith("python -m benchmarks.memory_scale --records 200") for r in rows)
+    assert all("python -m benchmarks.memory_scale --records 200" in r["command"] for r in rows)
 
 
 def test_eval_speed_tiny(tmp_path):
@@ -127,8 +127,19 @@ def test_memory_service_tiny(tmp_path):
     assert int(crash[0]["found"]) == int(crash[0]["acknowledged"])
     assert int(crash[0]["missing"]) == 0 and int(crash[0]["half_written"]) == 0
     assert (out / "memory_service.png").stat().st_size > 0
-    with (out / "memory_service.csv").open() as handle:
-        assert handle.readline().startswith("# python -m benchmarks.memory_service load crash")
+    assert all("python -m benchmarks.memory_service load crash" in r["command"] for r in rows + crash)
+    run_script(
+        "-m", "benchmarks.memory_service_causes", "--work", str(work), "--repeats", "1", "--out", str(out)
+    )
+    causes = read_rows(out / "memory_service_causes.csv")  # each cause before and after, on the same file
+    assert [r["cause"] for r in causes][::2] == [
+        "latest date",
+        "index search",
+        "record fetch",
+        "store path",
+        "MiniLM",
+    ]
+    assert all(float(r["ms_per_question"]) > 0 and int(r["records"]) >= 200 for r in causes)  # + the adds
 
 
 @pytest.mark.slow

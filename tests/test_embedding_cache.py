@@ -67,3 +67,19 @@ def test_the_store_embeds_a_repeated_fact_once_across_sessions_and_indexes_every
         store.add_session("d1", [("Iran", "threaten", "Israel")])
         store.add_session("d2", [("Iran", "threaten", "Israel")])
         assert store.encoder.seen == ["Iran threaten Israel"] * 2
+
+
+def test_cached_encoder_embeds_each_text_once_and_serves_put_vectors():
+    from rotmem.memory import CachedEncoder
+
+    inner = CountingEncoder()
+    encoder = CachedEncoder(inner)  # no bound
+    assert encoder.name == "hashing:64"
+    first = encoder.encode(["a b", "c d", "a b"])
+    again = encoder.encode(["c d", "e f"])
+    assert inner.seen == ["a b", "c d", "e f"]
+    np.testing.assert_array_equal(again[0], first[1])
+    np.testing.assert_array_equal(first, encode_texts(HashingEncoder(64), ["a b", "c d", "a b"]))
+    encoder.put(["g"], np.array([[3.0] + [0.0] * 63]))
+    np.testing.assert_array_equal(encoder.encode(["g"])[0], [1.0] + [0.0] * 63)  # normalised
+    assert inner.seen == ["a b", "c d", "e f"] and encoder.encode([]).shape[0] == 0

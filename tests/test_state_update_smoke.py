@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
+from benchmarks.datasets.state_update import OCCUPATION, RESIDENCE, generate
 from benchmarks.state_update import CONFIGS, Item, gold_labelled, gold_present, main
-from benchmarks.state_update.data import OCCUPATION, RESIDENCE, generate
 from benchmarks.state_update.reader import LabelAwareReader
 from rotmem.data import day_of
 from rotmem.memory.tem.verification import object_span

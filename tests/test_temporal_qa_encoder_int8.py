@@ -24,3 +24,14 @@ def test_small_run_writes_both_encoders(icews, tmp_path):
     int8 = rows["int8"]
     assert 0 < float(int8["cos_min"]) <= float(int8["cos_median"]) <= 1
     assert 0 <= float(int8["top10_overlap"]) <= 1
+
+
+def test_ingest_speed_on_one_day(icews, tmp_path):
+    """``benchmarks.temporal_qa.ingest_speed`` on one day: every variant stores every fact."""
+    from benchmarks.temporal_qa.ingest_speed import SPEC
+
+    out = tmp_path / "ingest_speed.csv"
+    rows = SPEC.main(["--start", "2012-01-01", "--end", "2012-01-01", "--out", str(out)])
+    assert [r["variant"] for r in rows] == ["minilm, no cache", "minilm, cache", "hashing, no cache"]
+    assert len({r["facts"] for r in rows}) == 1 and all(r["facts_per_s"] > 0 for r in rows)
+    assert out.is_file() and "ingest_speed --start 2012-01-01" in out.read_text()

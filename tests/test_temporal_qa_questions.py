@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
+from benchmarks.datasets.temporal_qa import COUNTS, GRANULARITIES, QUESTION_TYPES, generate, period
 from benchmarks.temporal_qa.phrasings import PHRASINGS
-from benchmarks.temporal_qa.questions import COUNTS, GRANULARITIES, QUESTION_TYPES, generate, period
 from rotmem.data import day_of
 from rotmem.memory.temporal.time_expressions import extract_time
 

@@ -6,8 +6,8 @@ import csv
 
 import pytest
 
+from benchmarks.datasets.temporal_qa import generate
 from benchmarks.temporal_qa.memories import DEPTH
-from benchmarks.temporal_qa.questions import generate
 from benchmarks.temporal_qa.run import MEMORIES, Setup, parse_args, run
 from tests.test_temporal_qa_questions import SMALL, WINDOW, tiny_graph
 

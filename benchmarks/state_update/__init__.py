@@ -1,8 +1,5 @@
-"""The controlled state-update benchmark (TEM.md): ``python -m benchmarks.state_update``.
-
-``data``: the seeded generator (personas, sessions, questions); ``reader``: the label-aware rule
-reader used when no LLM is given; ``run``: memory configurations, metrics, tables.
-"""
+"""The controlled state-update benchmark (TEM.md): ``python -m benchmarks.state_update``; the data is
+``benchmarks.datasets.state_update``, the no-LLM reader ``reader``, the run ``run``."""
 
 from benchmarks.state_update.run import CONFIGS, Item, gold_labelled, gold_present, main
 

@@ -1,86 +1,55 @@
-"""The controlled state-update benchmark (TEM.md): six memory configurations, one evidence budget.
+"""The controlled state-update benchmark (TEM.md): seven memory configurations, one evidence budget.
 
     python -m benchmarks.state_update                      # MiniLM encoder, label-aware rule reader
     python -m benchmarks.state_update --generate mypkg.llm:reader     # a real reader (an LLM)
 
 ``--generate`` names a ``rotmem.memory.llm.Reader``: ``reader(question, evidence) -> answer``.
-
-(run from the repository root, so that ``benchmarks`` is importable).
-
-Data: ``benchmarks/state_update/data.py`` (60 personas, 600 sessions, 420 questions, seeded). All
-configurations share one ``TemporalMemory`` (a ``TEMStore`` holding facts, dialogue turns and fact
-times) and the same budget of ``k = 15`` evidence items per question:
+Data: ``benchmarks.datasets.state_update`` (60 personas, 600 sessions, 420 questions, seeded). All
+configurations share one ``TemporalMemory`` (facts, dialogue turns, fact times) and the same budget of
+``k = 15`` evidence items per question:
 
 - ``naive-rag``: the 15 turns most similar to the question, most similar first, no session info;
 - ``session-rag``: the same 15 turns in session order under ``[session YYYY-MM-DD]`` headers;
-- ``overwrite``: an overwrite-only memory, i.e. only the latest version of every (subject,
-  relation) group (the store's current records), top 15 by TEM's weighted similarity;
+- ``overwrite``: only the latest version of every (subject, relation) group, top 15 by TEM's score;
 - ``unmarked``: TEM's top 15 records (all versions) in source order, labels removed;
 - ``tem``: TEM's top 15 records in source order with ``[historical]`` labels;
 - ``tem-dated``: the same records, each prefixed with the day it happened (``t_happen``);
-- ``romem``: RoMem time-aware retrieval, ``S_sem * (1 + 0.3 * S_kge)`` over TEM's top 50, top 15
-  in source order, rendered like ``tem-dated`` (RoMem fitted online on the stored facts).
+- ``romem``: ``S_sem * (1 + 0.3 * S_kge)`` over TEM's top 50, top 15 in source order, rendered like
+  ``tem-dated`` (RoMem fitted online on the stored facts).
 
-Facts come from a perfect extractor (the generator's own facts, checked against the session text by
-the store); their ``t_happen`` is read from the text by the memory's time-expression rules.
-
-Metrics per question type (``current``, ``historical``, ``pre_move``):
-
-- *gold present*: a record of the persona's asked slot with the gold value (records), or a turn of
-  the persona's sessions naming the gold value (turns), is in the evidence;
-- *gold labelled*: the evidence states the gold version's status correctly. A historical gold:
-  every mention of it carries ``[historical]``. A current gold: a mention of it without the label
-  and every mention of another value of the slot labelled ``[historical]``. Unlabelled evidence
-  reads as current, so it can only be right for a current gold with no competing version present;
-- *reader hit*: the generator's answer contains the gold key entity (case-insensitive), TEM's
-  key-entity hit rate;
-- *evidence tokens*: tokens of the rendered evidence (headers and date prefixes included,
-  instructions and question excluded), counted with the MiniLM WordPiece tokenizer (no special
-  tokens) for the MiniLM encoder, or whitespace-separated words otherwise; mean per question.
-  *evidence words* (whitespace-separated) are reported beside them in every run.
-
-Question embeddings are cached for the run (``CachedEncoder``): every configuration asks the same
-420 questions, and the cache changes no result.
+Facts come from a perfect extractor (the generator's own facts); ``t_happen`` is read from the text.
+Metrics per question type (``current``, ``historical``, ``pre_move``): *gold present* (a record of the
+asked slot with the gold value, or a turn of the persona naming it, is in the evidence); *gold
+labelled* (a historical gold: every mention labelled ``[historical]``; a current gold: a mention
+without the label and every other value of the slot labelled); *reader hit* (the answer contains the
+gold key entity); *evidence tokens* (MiniLM WordPiece for MiniLM, else whitespace words) and words,
+mean per question. Question embeddings are cached (``rotmem.memory.CachedEncoder``).
 """
 
 from __future__ import annotations
 
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.state_update (from the checkout's root)")
+
 import argparse
-import csv
 import dataclasses
 import re
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
-import torch
-
-from benchmarks.state_update.data import QUESTION_TYPES, Question, StateUpdateBenchmark, generate
+from benchmarks.datasets.state_update import QUESTION_TYPES, Question, StateUpdateBenchmark, generate
+from benchmarks.memory_common import Notes, add_name, encoder_of, token_counter, torch_threads
+from benchmarks.memory_common import main as run_main
+from benchmarks.runner import Benchmark, Row
 from benchmarks.state_update.reader import READER_NAME, LabelAwareReader
-from rotmem.memory import HashingEncoder, SentenceEncoder
-from rotmem.memory.llm import Reader, load_reader
-from rotmem.memory.records import Passage, Record
-from rotmem.memory.render import render
-from rotmem.memory.temporal.fit import FitConfig
-from rotmem.memory.temporal.memory import TemporalMemory
-from rotmem.memory.temporal.records import TemporalRecord
+from rotmem.memory import CachedEncoder, FitConfig, TemporalMemory, render
+from rotmem.memory.llm import load_reader
 from rotmem.training import TrainConfig
 
 CONFIGS = ("naive-rag", "session-rag", "overwrite", "unmarked", "tem", "tem-dated", "romem")
-TITLES = {
-    "naive-rag": "naive RAG over turns",
-    "session-rag": "session-aware RAG",
-    "overwrite": "overwrite-only memory",
-    "unmarked": "unmarked (all versions, no labels)",
-    "tem": "TEM (labels)",
-    "tem-dated": "TEM (labels + t_happen dates)",
-    "romem": "RoMem time-aware retrieval (labels + dates)",
-}
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 OVERWRITE_POOL = 200  # records searched before keeping only current ones (>= 15 current always)
+NOTES = Notes()
 
 
 @dataclass(frozen=True)
@@ -93,45 +62,16 @@ class Item:
     historical: bool | None  # the label shown; None: no label shown
 
 
-@dataclass
-class Evidence:
-    text: str
-    items: list[Item]
-
-
-# --- building the memory -------------------------------------------------------------------------
-class CachedEncoder:
-    """Memoises single-text ``encode`` calls (the questions) of a text encoder; same ``name``."""
-
-    def __init__(self, encoder):
-        self.encoder, self.name = encoder, encoder.name
-        self._cache: dict[str, np.ndarray] = {}
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        if len(texts) != 1:
-            return self.encoder.encode(texts)
-        if texts[0] not in self._cache:
-            self._cache[texts[0]] = self.encoder.encode(texts)
-        return self._cache[texts[0]]
-
-
-def build_memory(
-    bench: StateUpdateBenchmark, encoder, fit: TrainConfig | None, gate: str | None = None
-) -> tuple[TemporalMemory, dict]:
-    """All sessions ingested in one batch (turns in the side store); RoMem fitted unless ``fit`` is None,
-    with speeds from the gate file ``gate`` (else alpha = 1)."""
+def build_memory(bench: StateUpdateBenchmark, encoder, fit, gate: str | None = None):
+    """All sessions in one batch (turns in the side store); RoMem fitted unless ``fit`` is None, with the
+    gate file's speeds (else alpha = 1)."""
     memory = TemporalMemory(encoder=encoder, speeds=gate)
     t0 = time.perf_counter()
     memory.add_sessions(
-        dict(
-            session_id=s.session_id,
-            facts=[(f.subject, f.relation, f.object) for f in s.facts],
-            date=s.date,
-            text=s.text,
-            turns=[turn.render() for turn in s.turns],
-        )
+        dict(session_id=s.session_id, facts=[(f.subject, f.relation, f.object) for f in s.facts],
+             date=s.date, text=s.text, turns=[turn.render() for turn in s.turns])
         for s in bench.sessions
-    )
+    )  # fmt: skip
     stats = {"ingest_s": time.perf_counter() - t0, "records": len(memory.store)}
     if fit is not None:
         t0 = time.perf_counter()
@@ -144,71 +84,50 @@ def t_happen_recovery(bench: StateUpdateBenchmark, memory: TemporalMemory) -> fl
     """Fraction of stored facts whose ``t_happen`` read from the text equals the true day."""
     truth = {(s.session_id, f.subject, f.relation, f.object): f.day for s in bench.sessions for f in s.facts}
     facts = memory.facts()
-    hits = sum(truth[(f.source, f.head, f.relation, f.tail)] == f.t_happen for f in facts)
-    return hits / max(1, len(facts))
+    return sum(truth[(f.source, f.head, f.relation, f.tail)] == f.t_happen for f in facts) / max(
+        1, len(facts)
+    )
 
 
-# --- evidence per configuration ------------------------------------------------------------------
-def _record_items(records: Sequence[Record], labelled: bool) -> list[Item]:
-    return [Item(r.subject, r.relation, r.object, r.historical if labelled else None) for r in records]
-
-
-def _turn_items(passages: Sequence[Passage], persona_of: dict[str, str]) -> list[Item]:
-    return [Item(persona_of[p.session_id], None, p.text, None) for p in passages]
-
-
-def evidence_for(
-    config: str,
-    memory: TemporalMemory,
-    bench: StateUpdateBenchmark,
-    question: Question,
-    k: int,
-    lookups: dict,
-) -> Evidence:
-    """The evidence text and items of one configuration for one question (module docs)."""
+def evidence_for(config: str, memory: TemporalMemory, bench, question: Question, k: int, lookups: dict):
+    """``(text, items)``: the evidence of one configuration for one question (module docs)."""
     store = memory.store
     if config in ("naive-rag", "session-rag"):
         turns = store.retrieve_turns(question.text, k=k, kind="turn")
-        items = _turn_items(turns, lookups["persona"])
         if config == "naive-rag":
-            by_score = sorted(zip(turns, items, strict=True), key=lambda pair: -(pair[0].score or 0.0))
-            return Evidence("\n".join(p.text for p, _ in by_score), [item for _, item in by_score])
-        lines, current = [], None
-        for passage in turns:
-            if passage.session_id != current:
-                current = passage.session_id
-                lines.append(f"[session {lookups['date'][current]}]")
-            lines.append(passage.text)
-        return Evidence("\n".join(lines), items)
-    if config == "overwrite":
-        pool = [r for r in store.retrieve(question.text, k=OVERWRITE_POOL) if not r.historical]
-        records = sorted(
-            sorted(pool, key=lambda r: -(r.score or 0.0))[:k], key=lambda r: (r.session_index, r.id)
-        )
-        return Evidence(
-            render(records, show_session=False, group_subjects=True), _record_items(records, labelled=False)
-        )
-    if config == "unmarked":
-        records = [dataclasses.replace(r, historical=False) for r in store.retrieve(question.text, k=k)]
-        return Evidence(
-            render(records, show_session=False, group_subjects=True), _record_items(records, labelled=False)
-        )
-    if config == "tem":
-        records = store.retrieve(question.text, k=k)
-        return Evidence(
-            render(records, show_session=False, group_subjects=True), _record_items(records, labelled=True)
-        )
+            turns = sorted(turns, key=lambda p: -(p.score or 0.0))
+            lines = [p.text for p in turns]
+        else:
+            lines, current = [], None
+            for passage in turns:
+                if passage.session_id != current:
+                    current = passage.session_id
+                    lines.append(f"[session {lookups['date'][current]}]")
+                lines.append(passage.text)
+        return "\n".join(lines), [Item(lookups["persona"][p.session_id], None, p.text, None) for p in turns]
     if config in ("tem-dated", "romem"):
-        timed: list[TemporalRecord] = (
+        timed = (
             memory.with_times(store.retrieve(question.text, k=k))
             if config == "tem-dated"
             else memory.retrieve(question.text, k=k, now=bench.now)
         )
-        return Evidence(memory.render(timed), _record_items([t.record for t in timed], labelled=True))
-    raise ValueError(f"unknown configuration {config!r}; expected one of {CONFIGS}")
+        records, text, labelled = [t.record for t in timed], memory.render(timed), True
+    else:
+        records, labelled = (
+            store.retrieve(question.text, k=OVERWRITE_POOL if config == "overwrite" else k),
+            True,
+        )
+        if config == "overwrite":
+            current = sorted((r for r in records if not r.historical), key=lambda r: -(r.score or 0.0))[:k]
+            records, labelled = sorted(current, key=lambda r: (r.session_index, r.id)), False
+        elif config == "unmarked":
+            records, labelled = [dataclasses.replace(r, historical=False) for r in records], False
+        elif config != "tem":
+            raise ValueError(f"unknown configuration {config!r}; expected one of {CONFIGS}")
+        text = render(records, show_session=False, group_subjects=True)
+    return text, [Item(r.subject, r.relation, r.object, r.historical if labelled else None) for r in records]
 
 
-# --- metrics -------------------------------------------------------------------------------------
 def _mentions(question: Question, items: Sequence[Item]) -> list[tuple[str, bool | None]]:
     """``(value, label shown)`` of every mention of the asked slot's values in the evidence."""
     out = []
@@ -235,181 +154,93 @@ def gold_labelled(question: Question, items: Sequence[Item]) -> bool:
         return False
     if question.gold_historical:
         return all(gold)
-    others = [bool(label) for value, label in mentions if value != question.gold]
-    return (not all(gold)) and all(others)
+    return (not all(gold)) and all(bool(label) for value, label in mentions if value != question.gold)
 
 
-def token_counter(encoder) -> tuple[Callable[[str], int], str]:
-    """``(count, description)``: MiniLM WordPiece for the sentence encoder, else whitespace words."""
-    if isinstance(encoder, SentenceEncoder):
-        tokenizer = encoder._encoder._load().tokenizer  # the encoder's own WordPiece vocabulary
-
-        def count(text: str) -> int:
-            return len(
-                tokenizer(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
-            )
-
-        return count, "MiniLM WordPiece tokens"
-    return (lambda text: len(text.split())), "whitespace words"
-
-
-def evaluate(
-    bench: StateUpdateBenchmark,
-    memory: TemporalMemory,
-    configs: Sequence[str],
-    reader: Reader,
-    count_tokens: Callable[[str], int],
-    k: int = 15,
-) -> list[dict]:
-    """One row per (configuration, question)."""
-    lookups = {
-        "persona": {s.session_id: s.persona for s in bench.sessions},
-        "date": {s.session_id: s.date for s in bench.sessions},
-    }
-    rows = []
-    for config in configs:
-        for q in bench.questions:
-            evidence = evidence_for(config, memory, bench, q, k, lookups)
-            answer = reader(q.text, evidence.text)
-            rows.append(
-                dict(
-                    config=config,
-                    qid=q.qid,
-                    question_type=q.qtype,
-                    subtype=q.subtype,
-                    gold=q.gold,
-                    answer=answer,
-                    present=gold_present(q, evidence.items),
-                    labelled=gold_labelled(q, evidence.items),
-                    hit=q.gold.lower() in answer.lower(),
-                    tokens=count_tokens(evidence.text),
-                    words=len(evidence.text.split()),
-                )
-            )
-    return rows
-
-
-def summarise(rows: Sequence[dict], reader: str, tokens: str) -> list[dict]:
-    """Per configuration x question type (and ``all``): rates in percent, mean tokens."""
-    out = []
-    configs = list(dict.fromkeys(r["config"] for r in rows))
-    for config in configs:
-        for qtype in (*QUESTION_TYPES, "all"):
-            part = [r for r in rows if r["config"] == config and qtype in ("all", r["question_type"])]
-            n = len(part)
-            out.append(
-                dict(
-                    config=config,
-                    question_type=qtype,
-                    questions=n,
-                    gold_present_pct=round(100 * sum(r["present"] for r in part) / n, 2),
-                    gold_labelled_pct=round(100 * sum(r["labelled"] for r in part) / n, 2),
-                    reader_hit_pct=round(100 * sum(r["hit"] for r in part) / n, 2),
-                    evidence_tokens=round(sum(r["tokens"] for r in part) / n, 1),
-                    evidence_words=round(sum(r["words"] for r in part) / n, 1),
-                    reader=reader,
-                    tokens_counted_as=tokens,
-                )
-            )
-    return out
-
-
-def markdown(summary: Sequence[dict], reader: str, tokens: str, notes: Sequence[str]) -> str:
-    lines = []
-    for qtype in (*QUESTION_TYPES, "all"):
-        part = [s for s in summary if s["question_type"] == qtype]
-        n = part[0]["questions"]
-        lines += [
-            f"**{qtype}** ({n} questions; answers by: {reader}; tokens: {tokens})",
-            "",
-            "| configuration | gold present % | gold labelled % | reader hit % | evidence tokens "
-            "| evidence words |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |",
-        ]
-        for s in part:
-            lines.append(
-                f"| {TITLES[s['config']]} | {s['gold_present_pct']:.2f} | {s['gold_labelled_pct']:.2f} | "
-                f"{s['reader_hit_pct']:.2f} | {s['evidence_tokens']:.1f} | {s['evidence_words']:.1f} |"
-            )
-        lines.append("")
-    return "\n".join(lines + [f"- {note}" for note in notes]) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--personas", type=int, default=60)
     parser.add_argument("--sessions", type=int, default=10, help="sessions per persona")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--k", type=int, default=15, help="evidence items per question (all configurations)")
     parser.add_argument("--encoder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
-    parser.add_argument(
-        "--generate", help="package.module:name of a reader(question, evidence) -> str (default: rule reader)"
-    )
+    parser.add_argument("--generate", help="package.module:name of a reader(question, evidence) -> str")
     parser.add_argument("--fit-epochs", type=int, default=TrainConfig.epochs, help="0: RoMem not fitted")
     parser.add_argument(
-        "--gate", help="a Semantic Speed Gate file (gate.pt) for RoMem's speeds (default alpha = 1)"
+        "--gate", help="a Semantic Speed Gate file (gate.pt) for RoMem's speeds (default alpha 1)"
     )
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (the machine is shared)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--name", default="state_update", help="output file stem")
-    args = parser.parse_args(argv)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
-        return run(args, argv)
-    finally:
-        torch.set_num_threads(threads)
+    add_name(parser)
 
 
-def run(args: argparse.Namespace, argv: list[str] | None) -> int:
-    command = "python -m benchmarks.state_update " + " ".join(sys.argv[1:] if argv is None else argv)
+def measure(args: argparse.Namespace) -> Iterator[Row]:
+    with torch_threads(args.threads):
+        yield from _measure(args)
 
+
+def _measure(args: argparse.Namespace) -> Iterator[Row]:
     bench = generate(args.personas, args.sessions, args.seed)
-    encoder = SentenceEncoder() if args.encoder == "minilm" else HashingEncoder(256)
+    encoder = encoder_of(args.encoder)
     fit = FitConfig(epochs=args.fit_epochs) if args.fit_epochs > 0 else None
     memory, stats = build_memory(bench, CachedEncoder(encoder), fit, args.gate)
     if args.generate:
-        reader_fn, reader = load_reader(args.generate), args.generate
+        read, reader = load_reader(args.generate), args.generate
     else:
-        reader_fn, reader = LabelAwareReader(bench.personas, bench.values), READER_NAME
+        read, reader = LabelAwareReader(bench.personas, bench.values), READER_NAME
     count_tokens, tokens = token_counter(encoder)
-    t0 = time.perf_counter()
-    rows = evaluate(bench, memory, args.configs, reader_fn, count_tokens, args.k)
-    stats["evaluate_s"] = time.perf_counter() - t0
-    summary = summarise(rows, reader, tokens)
-
-    notes = [
-        f"command: `{command.strip()}`",
+    lookups = {
+        "persona": {s.session_id: s.persona for s in bench.sessions},
+        "date": {s.session_id: s.date for s in bench.sessions},
+    }
+    t0, rows = time.perf_counter(), []
+    for config in args.configs:
+        for q in bench.questions:
+            text, items = evidence_for(config, memory, bench, q, args.k, lookups)
+            answer = read(q.text, text)
+            rows.append(dict(config=config, qtype=q.qtype, present=gold_present(q, items),
+                             labelled=gold_labelled(q, items), hit=q.gold.lower() in answer.lower(),
+                             tokens=count_tokens(text), words=len(text.split())))  # fmt: skip
+    NOTES[:] = [
         f"{len(bench.personas)} personas, {len(bench.sessions)} sessions, {len(bench.questions)} questions "
         f"(seed {args.seed}); {stats['records']} stored records; k = {args.k} evidence items per question; "
-        f"encoder {encoder.name}",
+        f"encoder {encoder.name}; answers by: {reader}; tokens: {tokens}",
         f"t_happen read from the session text equals the true day for "
         f"{100 * t_happen_recovery(bench, memory):.1f}% of stored facts",
-        f"ingestion {stats['ingest_s']:.1f} s (embedding included); evaluation {stats['evaluate_s']:.1f} s",
+        f"ingestion {stats['ingest_s']:.1f} s (embedding included); "
+        f"evaluation {time.perf_counter() - t0:.1f} s",
     ]
     if fit is not None:
-        speeds = memory.model.speed.table.tolist() if memory.model.speed.source == "gate" else None
+        speed = memory.model.speed
         alpha = (
             "alpha = 1 (no gate)"
-            if speeds is None
+            if speed.source != "gate"
             else "gate alpha "
-            + ", ".join(f"{r} {a:.2f}" for r, a in zip(memory.model.relations, speeds, strict=True))
+            + ", ".join(
+                f"{r} {a:.2f}" for r, a in zip(memory.model.relations, speed.table.tolist(), strict=True)
+            )
         )
-        notes.append(
-            f"RoMem online fit: {int(stats['facts'])} facts, {fit.epochs} epochs, "
-            f"dim {fit.family['init_args']['dim']}, {alpha}, "
-            f"{stats['fit_s']:.1f} s, final loss {stats['loss']:.3f}"
+        NOTES.append(
+            f"RoMem online fit: {int(stats['facts'])} facts, {fit.epochs} epochs, dim "
+            f"{fit.family['init_args']['dim']}, {alpha}, {stats['fit_s']:.1f} s, "
+            f"final loss {stats['loss']:.3f}"
         )
-    args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / f"{args.name}.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(summary[0]))
-        writer.writeheader()
-        writer.writerows(summary)
-    text = markdown(summary, reader, tokens, notes)
-    (args.out / f"{args.name}.md").write_text(text)
-    print(text)
-    print(f"wrote {args.out / (args.name + '.csv')} and {args.out / (args.name + '.md')}")
-    return 0
+    for config in args.configs:
+        for qtype in (*QUESTION_TYPES, "all"):
+            part = [r for r in rows if r["config"] == config and qtype in ("all", r["qtype"])]
+            n = len(part)
+            yield dict(
+                config=config, question_type=qtype, questions=n,
+                gold_present_pct=round(100 * sum(r["present"] for r in part) / n, 2),
+                gold_labelled_pct=round(100 * sum(r["labelled"] for r in part) / n, 2),
+                reader_hit_pct=round(100 * sum(r["hit"] for r in part) / n, 2),
+                evidence_tokens=round(sum(r["tokens"] for r in part) / n, 1),
+                evidence_words=round(sum(r["words"] for r in part) / n, 1), reader=reader,
+                tokens_counted_as=tokens,
+            )  # fmt: skip
+
+
+SPEC = Benchmark("state_update", __doc__, measure, add_arguments, NOTES)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main(SPEC, argv)

@@ -6,28 +6,25 @@ sentences of 2012 (``fact_text``, each sentence once), interleaved round by roun
 
 Per variant: sentences/s per round (median), and for int8 how close its embeddings stay to float32:
 the cosine of each sentence's two embeddings (min, median) and the overlap of each of the first 300
-sentences' 10 nearest neighbours among all of them (1.0: the same neighbours). Writes
-``encoder_int8.csv`` (with the command) under ``--out``.
+sentences' 10 nearest neighbours among all of them (1.0: the same neighbours).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import numpy as np
 import torch
 
-from benchmarks.harness import write_rows
+from benchmarks.memory_common import main as run_main
+from benchmarks.runner import Benchmark, Row
 from rotmem.data import load_dataset
 from rotmem.gate.encoder import RelationEncoder
 from rotmem.memory.encoder import normalise_rows
 from rotmem.memory.tem.store import fact_text
-
-RESULTS = Path(__file__).resolve().parents[1] / "results" / "temporal_qa"
 
 
 def sentences(count: int) -> list[str]:
@@ -42,13 +39,13 @@ def sentences(count: int) -> list[str]:
     return list(texts)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sentences", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
+
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
     torch.set_num_threads(args.threads)
     texts = sentences(args.sentences)
     model = RelationEncoder(cache_dir=False)._load()
@@ -64,30 +61,25 @@ def main(argv: list[str] | None = None) -> int:
             embeddings[name] = normalise_rows(np.asarray(out, dtype=np.float32))
     a, b = embeddings["float32"], embeddings["int8"]
     cos = (a * b).sum(axis=1)
-    near_a = np.argsort(-(a[:300] @ a.T), axis=1)[:, :10]
-    near_b = np.argsort(-(b[:300] @ b.T), axis=1)[:, :10]
+    near_a, near_b = (np.argsort(-(x[:300] @ x.T), axis=1)[:, :10] for x in (a, b))
     overlap = float(np.mean([len(set(x) & set(y)) / 10 for x, y in zip(near_a, near_b, strict=True)]))
-    rows = []
     for name in models:
         same = name == "float32"
-        rows.append(
-            dict(
-                encoder=name,
-                sentences=len(texts),
-                threads=args.threads,
-                sentences_per_s=round(statistics.median(rates[name]), 1),
-                rounds=" ".join(f"{r:.0f}" for r in rates[name]),
-                cos_min=1.0 if same else round(float(cos.min()), 4),
-                cos_median=1.0 if same else round(float(np.median(cos)), 4),
-                top10_overlap=1.0 if same else round(overlap, 3),
-            )
-        )
-        print(rows[-1])
-    given = " ".join(argv if argv is not None else sys.argv[1:])
-    write_rows(
-        args.out / "encoder_int8.csv", rows, f"python -m benchmarks.temporal_qa.encoder_int8 {given}".strip()
-    )
-    return 0
+        yield dict(encoder=name, sentences=len(texts), threads=args.threads,
+                   sentences_per_s=round(statistics.median(rates[name]), 1),
+                   rounds=" ".join(f"{r:.0f}" for r in rates[name]),
+                   cos_min=1.0 if same else round(float(cos.min()), 4),
+                   cos_median=1.0 if same else round(float(np.median(cos)), 4),
+                   top10_overlap=1.0 if same else round(overlap, 3))  # fmt: skip
+
+
+SPEC = Benchmark(
+    "temporal_qa.encoder_int8", __doc__, measure, add_arguments, csv_name="temporal_qa/encoder_int8"
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main(SPEC, argv)
 
 
 if __name__ == "__main__":

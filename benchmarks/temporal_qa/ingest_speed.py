@@ -4,34 +4,26 @@
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.ingest_speed
 
 Variants, side by side in one run over the same facts, each into a fresh in-memory store:
-
-- ``minilm, no cache``: every fact sentence embedded as it arrives (``embedding_cache=0``; repeats
-  inside one call are still embedded once), the store before the cache;
-- ``minilm, cache``: the store's ``EmbeddingCache`` (default) keeps what it has embedded, so a
-  sentence told again on a later day is not embedded again;
-- ``hashing, no cache``: a model-free encoder: what the store itself costs (validation, SQLite
-  writes, status, index appends) without MiniLM.
-
-Per variant: facts/s over the whole window, the texts the encoder embedded, the seconds inside the
-encoder, the rest (store), and the encoder's sentences/s. Writes ``ingest_speed.csv`` (with the
-command) under ``--out``.
+``minilm, no cache`` (``embedding_cache=0``: every fact sentence embedded as it arrives; repeats inside
+one call still once), ``minilm, cache`` (the store's ``EmbeddingCache``, default: a sentence told again
+on a later day is not embedded again) and ``hashing, no cache`` (a model-free encoder: what the store
+itself costs). Per variant: facts/s, the texts embedded, seconds inside the encoder, the rest (store),
+and the encoder's sentences/s.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections import defaultdict
-from pathlib import Path
+from collections.abc import Iterator
 
-from benchmarks.harness import write_rows
-from rotmem.data import date_of, day_of, load_dataset
-from rotmem.memory import HashingEncoder, SentenceEncoder
+from benchmarks.memory_common import icews_facts
+from benchmarks.memory_common import main as run_main
+from benchmarks.runner import Benchmark, Row
+from rotmem.data import date_of, day_of
+from rotmem.memory import HashingEncoder, SentenceEncoder, TemporalMemory
 from rotmem.memory.tem.store import fact_text
-from rotmem.memory.temporal.memory import TemporalMemory
-
-RESULTS = Path(__file__).resolve().parents[1] / "results" / "temporal_qa"
 
 
 class TimedEncoder:
@@ -68,39 +60,28 @@ def ingest(days: dict[int, list], encoder, cache: int) -> dict:
     )  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start", default="2012-01-01")
     parser.add_argument("--end", default="2012-03-31")
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    given = sys.argv[1:] if argv is None else argv
-    command = " ".join(["python -m benchmarks.temporal_qa.ingest_speed", *given])
 
-    kg = load_dataset("icews05-15", args.data_dir)
-    low, high = day_of(args.start), day_of(args.end)
-    E, R = kg.entities, kg.relations
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
     days: dict[int, list] = defaultdict(list)
-    for h, r, t, d in sorted(kg.all_facts.tolist(), key=lambda f: f[3]):
-        if low <= d <= high:
-            days[d].append((E[h], R[r], E[t], d))
+    for fact in sorted(icews_facts(args.data_dir, day_of(args.start), day_of(args.end)), key=lambda f: f[3]):
+        days[fact[3]].append(fact)
     distinct = len({fact_text(*f[:3]) for facts in days.values() for f in facts})
     minilm = SentenceEncoder()
     minilm.encode(["load the model before the clock starts"])
-    variants = (("minilm, no cache", minilm, 0), ("minilm, cache", minilm, 50_000),
-                ("hashing, no cache", HashingEncoder(384), 0))  # fmt: skip
-    rows = []
-    for name, encoder, cache in variants:
-        row = dict(variant=name, window=f"{args.start}..{args.end}", distinct_sentences=distinct,
+    for name, encoder, cache in (("minilm, no cache", minilm, 0), ("minilm, cache", minilm, 50_000),
+                                 ("hashing, no cache", HashingEncoder(384), 0)):  # fmt: skip
+        yield dict(variant=name, window=f"{args.start}..{args.end}", distinct_sentences=distinct,
                    **ingest(days, encoder, cache))  # fmt: skip
-        print(row, flush=True)
-        rows.append(row)
-    write_rows(args.out / "ingest_speed.csv", rows, command)
-    return 0
 
+
+SPEC = Benchmark(
+    "temporal_qa.ingest_speed", __doc__, measure, add_arguments, csv_name="temporal_qa/ingest_speed"
+)
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(SPEC))

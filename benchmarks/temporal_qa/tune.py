@@ -6,55 +6,47 @@ One ingestion (``run.ingest``, one day per call), then RoMem fitted with the gat
 ``--epochs`` and once without the gate (alpha = 1, the first ``--epochs``), and these rankers on
 the same questions: dense, hybrid and symbolic (the references); ``TemporalMemory.retrieve`` (dense
 top 50 x ``(1 + alpha_g · S_kge)``) for each ``--alpha-g``; ``romem-hybrid`` (hybrid top 50 +
-``beta · S_kge``) for each ``--beta``. Writes ``temporal_qa_dev_tuning.csv`` (metrics per ranker x
-slice, ``run.summarise``) with the command, rewritten after every ranker.
+``beta · S_kge``) for each ``--beta``. Writes ``temporal_qa_dev_tuning.csv`` (``run.summarise``).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+from benchmarks.memory_common import main as run_main
+from benchmarks.runner import Benchmark, Row
 from benchmarks.temporal_qa import memories
-from benchmarks.temporal_qa.run import RESULTS, CachedEncoder, evaluate, ingest, load_setup, summarise
-from rotmem.memory import SentenceEncoder
-from rotmem.memory.temporal.fit import FitConfig
-from rotmem.memory.temporal.memory import TemporalMemory
+from benchmarks.temporal_qa.run import evaluate, ingest, load_setup, summarise
+from rotmem.memory import CachedEncoder, FitConfig, SentenceEncoder, TemporalMemory
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gate", required=True, help="a Semantic Speed Gate file")
     parser.add_argument("--epochs", type=int, nargs="+", default=[10, 20])
     parser.add_argument("--alpha-g", type=float, nargs="+", default=[0.3, 1.0, 3.0])
     parser.add_argument("--beta", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
     parser.add_argument("--questions", type=int, default=None, help="every n-th dev question, this many")
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    given = sys.argv[1:] if argv is None else argv
-    command = " ".join(["python -m benchmarks.temporal_qa.tune", *given])
-    setup_args = argparse.Namespace(
-        split="dev", start="2012-01-01", end="2012-12-31", scale=0.5, quick=False,
-        data_dir=args.data_dir, questions=args.questions,
-    )  # fmt: skip
-    setup = load_setup(setup_args)
-    encoder = CachedEncoder(SentenceEncoder())
-    window = [f for f in setup.facts if setup.window[0] <= f[3] <= setup.window[1]]
-    memory = TemporalMemory(encoder=encoder, verify=False, synchronous="OFF")
-    print(ingest(memory, window, 1), flush=True)
-    encoder.prime([q.text for q in setup.questions])
-    by_id = {f.record_id: f for f in memory.facts()}
 
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
+    window = dict(split="dev", start="2012-01-01", end="2012-12-31", scale=0.5, quick=False)
+    setup = load_setup(argparse.Namespace(**window, data_dir=args.data_dir, questions=args.questions))
+    encoder = CachedEncoder(SentenceEncoder())
+    memory = TemporalMemory(encoder=encoder, verify=False, synchronous="OFF")
+    print(
+        ingest(memory, [f for f in setup.facts if setup.window[0] <= f[3] <= setup.window[1]], 1), flush=True
+    )
+    encoder.encode([q.text for q in setup.questions])
+    by_id = {f.record_id: f for f in memory.facts()}
     rankers = {"dense": memories.dense(memory), "hybrid": memories.hybrid(memory),
                "symbolic": memories.symbolic(memory)}  # fmt: skip
-    fits = [(f"gate e{e}", Path(args.gate), e) for e in args.epochs]
-    fits.append((f"no-gate e{args.epochs[0]}", None, args.epochs[0]))
+    fits = [(f"gate e{e}", Path(args.gate), e) for e in args.epochs] + [
+        (f"no-gate e{args.epochs[0]}", None, args.epochs[0])
+    ]
     for label, speeds, epochs in fits:
         variant = TemporalMemory(store=memory.store, speeds=speeds)
         t0 = time.perf_counter()
@@ -66,23 +58,16 @@ def main(argv: list[str] | None = None) -> int:
             rankers[f"romem {label} alpha_g={alpha_g:g}"] = memories.temporal(tuned)
         for beta in args.beta:
             rankers[f"romem-hybrid {label} beta={beta:g}"] = memories.romem_hybrid(variant, beta)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "temporal_qa_dev_tuning.csv"
     rows = []
     for name, rank in rankers.items():
         rows += evaluate(name, rank, setup.questions, by_id, encoder)
-        summary = summarise(rows)
-        with open(path, "w", newline="") as handle:  # after every ranker: a cut run keeps what it has
-            writer = csv.DictWriter(handle, fieldnames=[*summary[0], "command"])
-            writer.writeheader()
-            writer.writerows({**s, "command": command} for s in summary)
         print(f"evaluated {name}", flush=True)
-    for s in summary:
-        if s["slice"] in ("all", "time_constrained"):
-            print(f"{s['memory']:40s} {s['slice']:17s} MRR {s['mrr']:.3f} H@1 {s['hits1']:.3f}")
-    print(f"wrote {path}")
-    return 0
+    yield from summarise(rows)
 
+
+SPEC = Benchmark(
+    "temporal_qa.tune", __doc__, measure, add_arguments, csv_name="temporal_qa/temporal_qa_dev_tuning"
+)
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(SPEC))

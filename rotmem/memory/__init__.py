@@ -8,6 +8,7 @@ s1: Alice moved to Berlin
 s0: Alice lives in Paris [historical]
 """
 
+from rotmem.memory.embedding_cache import CachedEncoder, EmbeddingCache
 from rotmem.memory.encoder import HashingEncoder, SentenceEncoder, TextEncoder
 from rotmem.memory.records import (
     DuplicateSessionError,
@@ -26,9 +27,11 @@ from rotmem.memory.temporal.memory import TemporalMemory
 
 __all__ = [
     "BestMemory",
+    "CachedEncoder",
     "DEFAULT_SYNONYMS",
     "DEFAULT_WEIGHTS",
     "DuplicateSessionError",
+    "EmbeddingCache",
     "ExtractedFact",
     "FitConfig",
     "HashingEncoder",

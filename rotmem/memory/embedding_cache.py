@@ -8,6 +8,9 @@ as a production store keeps an embedding cache. The vectors are the encoder's ow
 ``encode_texts`` call), so a hit returns exactly what a miss would have computed.
 
 ``capacity`` entries of ``D`` float32 each: 50,000 x 384 x 4 bytes = 77 MB at MiniLM's width.
+
+``CachedEncoder`` is the same cache as an encoder: wrap one to embed each text once per process
+(questions asked of several memories, turns stored twice), or ``put`` vectors computed elsewhere.
 """
 
 from __future__ import annotations
@@ -17,20 +20,22 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rotmem.memory.encoder import TextEncoder, encode_texts
+from rotmem.memory.encoder import TextEncoder, encode_texts, normalise_rows
 
 
 class EmbeddingCache:
     """``encode(encoder, texts) -> [len(texts), D]`` float32, embedding only the texts not held.
 
     Args:
-        capacity: most texts kept (0: no cache, every call goes to the encoder).
+        capacity: most texts kept (0: no cache, every call goes to the encoder; None: no bound).
 
     ``misses`` counts texts embedded, ``hits`` texts that were not (held, or repeated in the call).
     """
 
-    def __init__(self, capacity: int):
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+    def __init__(self, capacity: int | None):
+        if capacity is not None and (
+            isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0
+        ):
             raise ValueError(f"embedding cache capacity must be an integer >= 0, got {capacity!r}")
         self.capacity = capacity
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -54,6 +59,29 @@ class EmbeddingCache:
                 self._vectors[text] = fresh[text]
             else:
                 self._vectors.move_to_end(text)
-        while len(self._vectors) > self.capacity:
+        while self.capacity is not None and len(self._vectors) > self.capacity:
             self._vectors.popitem(last=False)
         return out
+
+    def put(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Hold ``vectors`` (rows, normalised here) as the embeddings of ``texts``."""
+        for text, row in zip(texts, normalise_rows(np.asarray(vectors, dtype=np.float32)), strict=True):
+            self._vectors[text] = row
+
+
+class CachedEncoder:
+    """A ``TextEncoder`` that embeds each text once: ``encoder`` behind an ``EmbeddingCache``.
+
+    ``name`` is the wrapped encoder's (a store sees the same encoder); a call's missing texts go to
+    the encoder in one call, so the vectors are the ones the encoder alone would give."""
+
+    def __init__(self, encoder: TextEncoder, capacity: int | None = None):
+        self.encoder, self.name = encoder, encoder.name
+        self.cache = EmbeddingCache(capacity)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return self.cache.encode(self.encoder, list(texts), batch_size=max(len(texts), 1))
+
+    def put(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Serve ``texts`` from ``vectors`` (computed elsewhere: a file, another run) from now on."""
+        self.cache.put(texts, vectors)

@@ -61,16 +61,10 @@ MAX_GOLD = 10
 SPLITS = {"dev": (1, 0.5), "test": (2, 1.0)}  # seed, scale of COUNTS
 # Questions per (type, answer type) of a full set; ``scale`` multiplies them (test 1.0, dev 0.5).
 COUNTS = {
-    ("equal", "entity"): 300,
-    ("equal", "time"): 200,
-    ("before_after", "entity"): 300,
-    ("first_last", "entity"): 200,
-    ("first_last", "time"): 200,
-    ("equal_multi", "entity"): 250,
-    ("after_first", "entity"): 250,
-    ("before_last", "entity"): 250,
-    ("current", "entity"): 300,
-}
+    ("equal", "entity"): 300, ("equal", "time"): 200, ("before_after", "entity"): 300,
+    ("first_last", "entity"): 200, ("first_last", "time"): 200, ("equal_multi", "entity"): 250,
+    ("after_first", "entity"): 250, ("before_last", "entity"): 250, ("current", "entity"): 300,
+}  # fmt: skip
 MONTH_NAMES = [calendar.month_name[m] for m in range(13)]
 MONTH_ABBR = [calendar.month_abbr[m] for m in range(13)]
 
@@ -133,24 +127,14 @@ def time_phrase(day: int, granularity: str, preposition: str | None, rng: random
         body = str(d.year)
         prep = preposition or rng.choice(("in", "during"))
     elif granularity == "month":
-        body = rng.choice(
-            (
-                f"{MONTH_NAMES[d.month]} {d.year}",
-                f"{MONTH_ABBR[d.month]} {d.year}",
-                f"{MONTH_NAMES[d.month]} of {d.year}",
-            )
-        )
+        body = rng.choice((f"{MONTH_NAMES[d.month]} {d.year}", f"{MONTH_ABBR[d.month]} {d.year}",
+                           f"{MONTH_NAMES[d.month]} of {d.year}"))  # fmt: skip
         prep = preposition or "in"
     else:
         suffix = "th" if 11 <= d.day <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(d.day % 10, "th")
-        body = rng.choice(
-            (
-                f"{d.day} {MONTH_NAMES[d.month]} {d.year}",
-                f"{MONTH_NAMES[d.month]} {d.day}, {d.year}",
-                f"{MONTH_ABBR[d.month]} {d.day}{suffix}, {d.year}",
-                d.isoformat(),
-            )
-        )
+        name, abbr = MONTH_NAMES[d.month], MONTH_ABBR[d.month]
+        body = rng.choice((f"{d.day} {name} {d.year}", f"{name} {d.day}, {d.year}",
+                           f"{abbr} {d.day}{suffix}, {d.year}", d.isoformat()))  # fmt: skip
         prep = preposition or "on"
     return f"{prep} {body}"
 
@@ -373,13 +357,8 @@ class Generator:
         h, r, t, d = fact
         g = self.rng.choice(GRANULARITIES)
         span = period_span(d, g)
-        candidates = sorted(
-            {
-                f[:3]
-                for f in self.index.entity_facts(t, *span)
-                if f[1] != r and f[1] in PHRASINGS and f[0] != f[2]
-            }
-        )
+        facts = self.index.entity_facts(t, *span)
+        candidates = sorted({f[:3] for f in facts if f[1] != r and f[1] in PHRASINGS and f[0] != f[2]})
         self.rng.shuffle(candidates)
         # the anchor's triple must hold in this one period only, over the whole graph
         unique = (c for c in candidates if all(span[0] <= x <= span[1] for x in self.index.days(*c)))
@@ -495,7 +474,7 @@ def counts_table(questions: Sequence[Question]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.temporal_qa.questions --split dev --out dev.jsonl``: write, print counts."""
+    """``python -m benchmarks.datasets.temporal_qa --split dev --out dev.jsonl``: write, print counts."""
     import argparse
     import json
 

@@ -41,6 +41,10 @@ def _words(text: str) -> tuple[str, ...]:
     return tuple(text.split())
 
 
+def _items(text: str) -> tuple[str, ...]:
+    return tuple(text.split(", "))
+
+
 FIRST_NAMES = _words(
     "Ana Ben Chloe Dario Elena Farid Greta Hugo Ines Jonas Kaia Luca Maren Nils Olga Pavel Quinn Rosa "
     "Sami Tara Umar Vera Wim Xenia Yusuf Zoe Aldo Bianca Cyril Dalia Emil Flora Gideon Hanna Ivo Jana "
@@ -57,85 +61,24 @@ CITIES = _words(
     "Gdansk Warsaw Budapest Ljubljana Zagreb Oslo Bergen Stockholm Gothenburg Copenhagen Aarhus Helsinki "
     "Tallinn Riga Dublin Edinburgh Glasgow Bristol Leeds Amsterdam Utrecht Rotterdam Antwerp Ghent"
 )
-OCCUPATIONS = (
-    "nurse",
-    "architect",
-    "pharmacist",
-    "carpenter",
-    "data analyst",
-    "schoolteacher",
-    "paramedic",
-    "translator",
-    "graphic designer",
-    "accountant",
-    "electrician",
-    "veterinarian",
-    "librarian",
-    "journalist",
-    "pastry chef",
-    "dentist",
-    "physiotherapist",
-    "software developer",
-    "civil engineer",
-    "wedding photographer",
-    "florist",
-    "airline pilot",
-    "lawyer",
-    "social worker",
-    "museum curator",
-    "urban planner",
-    "sound technician",
-    "marine biologist",
+OCCUPATIONS = _items(
+    "nurse, architect, pharmacist, carpenter, data analyst, schoolteacher, paramedic, translator, "
+    "graphic designer, accountant, electrician, veterinarian, librarian, journalist, pastry chef, "
+    "dentist, physiotherapist, software developer, civil engineer, wedding photographer, florist, "
+    "airline pilot, lawyer, social worker, museum curator, urban planner, sound technician, "
+    "marine biologist"
 )
-DRINKS = (
-    "green tea",
-    "black coffee",
-    "oat milk latte",
-    "espresso",
-    "chai",
-    "rooibos",
-    "hot chocolate",
-    "sparkling water",
-    "kombucha",
-    "mint tea",
-    "cold brew",
-    "matcha",
-    "yerba mate",
-    "orange juice",
-    "lemonade",
-    "ginger ale",
-    "flat white",
-    "cappuccino",
-    "chamomile",
+DRINKS = _items(
+    "green tea, black coffee, oat milk latte, espresso, chai, rooibos, hot chocolate, "
+    "sparkling water, kombucha, mint tea, cold brew, matcha, yerba mate, orange juice, lemonade, "
+    "ginger ale, flat white, cappuccino, chamomile"
 )
-HOBBIES = (
-    "hiking",
-    "chess",
-    "pottery",
-    "salsa dancing",
-    "birdwatching",
-    "rock climbing",
-    "knitting",
-    "surfing",
-    "jazz",
-    "gardening",
-    "board games",
-    "sailing",
-    "cycling",
-    "astronomy",
-    "woodworking",
+HOBBIES = _items(
+    "hiking, chess, pottery, salsa dancing, birdwatching, rock climbing, knitting, surfing, jazz, "
+    "gardening, board games, sailing, cycling, astronomy, woodworking"
 )
-POSSESSIONS = (
-    "cat",
-    "dog",
-    "bicycle",
-    "piano",
-    "telescope",
-    "motorbike",
-    "vintage camera",
-    "kayak",
-    "sewing machine",
-    "record player",
+POSSESSIONS = _items(
+    "cat, dog, bicycle, piano, telescope, motorbike, vintage camera, kayak, sewing machine, record player"
 )
 SMALL_TALK = (
     ("The weather has been awful this week.", "Hopefully it clears up soon!"),

@@ -1,0 +1,121 @@
+"""What the memory benchmarks share on top of ``benchmarks.runner``: the run's notes above the markdown
+table, ``--name`` (an output stem beside ``--out``), torch threads, timing, random unit vectors, the
+ICEWS05-15 facts as strings, and evidence token counts."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+
+from benchmarks.runner import Benchmark, Row, command_line
+
+
+class Notes(list):
+    """A run's notes: ``measure`` fills them, the runner prints them above the table (``summarize``)."""
+
+    def __call__(self, rows: list[Row]) -> list[str]:
+        return [f"- {note}" for note in self]
+
+
+def parse(spec: Benchmark, argv: Sequence[str] | None = None, stem: Callable | None = None):
+    """``spec``'s arguments, where ``--out`` may be a folder (not ``*.csv``) and ``--name`` the CSV's stem
+    in it (``stem(args)`` when no name is given and it returns one, e.g. per split)."""
+    args = spec.parser().parse_args(argv)
+    name = getattr(args, "name", None) or (stem(args) if stem else None)
+    if args.out.suffix != ".csv":
+        args.out = args.out / f"{name or spec.default_out.stem}.csv"
+    elif name:
+        args.out = args.out.with_name(f"{name}.csv")
+    return args
+
+
+def main(spec: Benchmark, argv: Sequence[str] | None = None, stem: Callable | None = None) -> int:
+    """``spec.main`` with ``parse``'s ``--out`` and ``--name``."""
+    spec.run(parse(spec, argv, stem), command_line(spec.name, argv, spec.env))
+    return 0
+
+
+def add_name(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", default=None, help="output file stem, in --out's folder")
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    vectors = rng.standard_normal((n, dim)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def timed_ms(run: Callable[[], object], repeats: int, per: int = 1) -> list[float]:
+    """Wall milliseconds of ``repeats`` calls of ``run`` (after one warm-up call), each divided by ``per``."""
+    run()
+    out = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        out.append((time.perf_counter() - start) * 1000 / per)
+    return out
+
+
+def p(samples: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile of ``samples`` (NaN for none)."""
+    return float(np.percentile(samples, q)) if len(samples) else float("nan")
+
+
+def median(samples: Sequence[float]) -> float:
+    return statistics.median(samples)
+
+
+def load_average() -> str:
+    return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+
+
+def icews_facts(data_dir: str | None = None, low: int | None = None, high: int | None = None) -> list:
+    """ICEWS05-15's facts (train + valid + test) as ``(head, relation, tail, day)`` strings, by the
+    file's order, those on days ``low..high`` when given."""
+    from rotmem.data import load_dataset
+
+    kg = load_dataset("icews05-15", data_dir)
+    E, R = kg.entities, kg.relations
+    low, high = -(10**9) if low is None else low, 10**9 if high is None else high
+    return [(E[h], R[r], E[t], d) for h, r, t, d in kg.all_facts.tolist() if low <= d <= high]
+
+
+def token_counter(encoder) -> tuple[Callable[[str], int], str]:
+    """``(count, description)``: MiniLM WordPiece tokens for the sentence encoder (no special tokens),
+    else whitespace words."""
+    from rotmem.memory import SentenceEncoder
+
+    if isinstance(encoder, SentenceEncoder):
+        tokenizer = encoder._encoder._load().tokenizer
+
+        def count(text: str) -> int:
+            return len(
+                tokenizer(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+            )
+
+        return count, "MiniLM WordPiece tokens"
+    return (lambda text: len(text.split())), "whitespace words"
+
+
+def encoder_of(name: str, dim: int = 256):
+    """``minilm`` (the offline all-MiniLM-L6-v2) or ``hashing`` (``dim`` buckets)."""
+    from rotmem.memory import HashingEncoder, SentenceEncoder
+
+    return SentenceEncoder() if name == "minilm" else HashingEncoder(dim)
