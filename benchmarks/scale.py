@@ -131,6 +131,7 @@ def train_worker(rank: int, spec: TrainSpec, folder: str) -> None:
     }
     torch.save(result, Path(folder) / f"rank{rank}.pt")
     if spec.world > 1:
+        dist.barrier()  # no rank tears gloo down while its peer still works (a SIGABRT in the peer)
         dist.destroy_process_group()
 
 
