@@ -66,6 +66,7 @@ RELATIONS = ("lives in", "works as", "works for", "drinks", "likes", "owns", "pl
 PERSONAS, PER_SESSION = 2000, 10
 NAMESPACE, CRASH_NAMESPACE = "load", "crash"
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
+PLACEMENTS = ("process", "in-process")  # rotmem serve's encoder: a worker process, or --encoder-in-process
 ENCODER_THREADS = 1  # the server's --encoder-threads: the 2 cores run the server, the encoder and the clients
 
 
@@ -164,8 +165,9 @@ def targets(load: list[Row], curve: list[Row], clients: int) -> list[Row]:
             else encoder_bound(curve, texts, level["mean_batch"] or 1.0)
         )
         ratio = measured / bound if bound else float("nan")
-        rows.append({"row": "target", "backend": mixed["backend"], "records": mixed["records"],
-                     "clients": clients, "adds_share": level["adds_share"], "mean_batch": level["mean_batch"],
+        rows.append({"row": "target", "backend": mixed["backend"], "encoder": mixed["encoder"],
+                     "records": mixed["records"], "clients": clients, "adds_share": level["adds_share"],
+                     "mean_batch": level["mean_batch"],
                      "target": name, "measured": measured, "bound": round(bound, 1), "ratio": round(ratio, 3),
                      "needed": f"{sense} {needed}",
                      "passed": bool(ratio >= needed if sense == ">=" else ratio <= needed)})  # fmt: skip
@@ -246,7 +248,7 @@ def run_prepare(args) -> None:
 class Server:
     """``rotmem serve`` in a subprocess, one key per namespace."""
 
-    def __init__(self, store: str, keys: Path, log: Path, device: str = "auto"):
+    def __init__(self, store: str, keys: Path, log: Path, device: str = "auto", placement: str = "process"):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -254,6 +256,7 @@ class Server:
         command = [sys.executable, "-m", "rotmem.cli", "serve", "--store", store, "--keys", str(keys),
                    "--port", str(port), "--encoder", "minilm", "--encoder-threads", str(ENCODER_THREADS),
                    "--device", device]  # fmt: skip
+        command += ["--encoder-in-process"] if placement == "in-process" else []
         with log.open("a") as stderr:
             self.process = subprocess.Popen(
                 command, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, stderr=stderr
@@ -353,8 +356,10 @@ def texts_of(adds: float) -> str:
     return "fact" if adds >= 1 else "question"
 
 
-def run_load(args, store: str, backend: str, keys: Path, tokens: dict, curve: list[Row]) -> list[Row]:
-    server = Server(store, keys, keys.parent / f"serve-{backend}.log", args.device)
+def run_load(
+    args, store: str, backend: str, keys: Path, tokens: dict, curve: list[Row], placement: str
+) -> list[Row]:
+    server = Server(store, keys, keys.parent / f"serve-{backend}.log", args.device, placement)
     run = f"r{time.time_ns()}"  # session ids never repeat those of an earlier run on the same file
     at = 16 if 16 in args.clients else max(args.clients)  # the client count the targets are checked at
     rows = []
@@ -369,9 +374,9 @@ def run_load(args, store: str, backend: str, keys: Path, tokens: dict, curve: li
             mean_batch = (texts_after - texts) / max(calls_after - calls, 1)
             ms = {kind: np.asarray(out[kind]) * 1000 for kind in ("search", "add")}
             rows.append({
-                "row": "load", "backend": backend, "records": args.records, "clients": clients,
-                "adds_share": adds, "seconds": args.seconds, "searches": len(out["search"]),
-                "adds": len(out["add"]), "errors": out["errors"],
+                "row": "load", "backend": backend, "encoder": placement, "records": args.records,
+                "clients": clients, "adds_share": adds, "seconds": args.seconds,
+                "searches": len(out["search"]), "adds": len(out["add"]), "errors": out["errors"],
                 "searches_per_s": round(len(out["search"]) / args.seconds, 1),
                 "adds_per_s": round(len(out["add"]) / args.seconds, 1),
                 **{f"{k}_p{q}_ms": round(p(ms[k], q), 1) for k in ("search", "add") for q in (50, 95, 99)},
@@ -451,7 +456,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     if "load" in args.phases:
         keys, tokens = make_keys(Path(args.work))
         for backend, store in stores(args):
-            yield from run_load(args, store, backend, keys, tokens, curve)
+            for placement in args.encoder_placements:
+                yield from run_load(args, store, backend, keys, tokens, curve, placement)
 
 
 def plot(rows: list[Row], path: Path) -> None:
@@ -464,8 +470,9 @@ def plot(rows: list[Row], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for backend in sorted({r["backend"] for r in rows}):
-        mine = [r for r in rows if r["backend"] == backend]
+    for backend in sorted({(r["backend"], r.get("encoder") or "in-process") for r in rows}):
+        mine = [r for r in rows if (r["backend"], r.get("encoder") or "in-process") == backend]
+        backend = "/".join(backend)
         n = [r["clients"] for r in mine]
         left.plot(n, [r["searches_per_s"] for r in mine], "o-", label=backend)
         left.plot(
@@ -497,6 +504,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "rotmem-memory-service"))
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "rotmem-memory-service-cache"))
     parser.add_argument("--device", default="auto", help="the encoder's device: auto, cpu, cuda")
+    parser.add_argument(
+        "--encoder-placements", nargs="+", default=["process", "in-process"], choices=PLACEMENTS,
+        help="where the server runs its encoder: a worker process (rotmem serve's default) or the server's",
+    )  # fmt: skip
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="encoder curve")
     parser.add_argument("--reps", type=int, default=7, help="timed batches per size (the median is kept)")
 

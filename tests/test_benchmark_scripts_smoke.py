@@ -110,16 +110,25 @@ def test_memory_service_tiny(tmp_path):
     curve = [(r["texts"], int(r["batch_size"])) for r in rows if r["row"] == "encoder"]
     assert curve == [("question", 1), ("question", 4), ("fact", 1), ("fact", 4)]
     load = [r for r in rows if r["row"] == "load"]
-    levels = [(r["backend"], int(r["clients"]), float(r["adds_share"])) for r in load]
-    assert levels == [("sqlite", 1, 0.1), ("sqlite", 2, 0.1), ("sqlite", 2, 1.0)]  # then 2 clients adding
+    levels = [(r["backend"], r["encoder"], int(r["clients"]), float(r["adds_share"])) for r in load]
+    assert levels == [  # then 2 clients adding; the encoder in a worker process, then in the server's
+        (backend, placement, clients, adds)
+        for backend in ["sqlite"]
+        for placement in ["process", "in-process"]
+        for clients, adds in [(1, 0.1), (2, 0.1), (2, 1.0)]
+    ]
     assert all(int(r["records"]) == 200 and int(r["errors"]) == 0 for r in load)
-    assert all(int(r["searches"]) > 0 for r in load[:2]) and int(load[2]["searches"]) == 0
+    assert all((int(r["searches"]) > 0) == (float(r["adds_share"]) < 1) for r in load)
     assert all(int(r["encoder_calls"]) > 0 and float(r["mean_batch"]) >= 1 for r in load)  # from /metrics
     targets = [r for r in rows if r["row"] == "target"]
-    assert [(r["target"], int(r["clients"])) for r in targets] == [
-        ("searches/s vs encoder questions/s", 2),
-        ("search p99 vs p50", 2),
-        ("add-only facts/s vs encoder facts/s", 2),
+    assert [(r["target"], r["encoder"], int(r["clients"])) for r in targets] == [
+        (target, placement, 2)
+        for placement in ["process", "in-process"]
+        for target in [
+            "searches/s vs encoder questions/s",
+            "search p99 vs p50",
+            "add-only facts/s vs encoder facts/s",
+        ]
     ]
     assert all(float(r["bound"]) > 0 and r["passed"] in ("True", "False") for r in targets)
     crash = read_rows(out / "memory_service_crash.csv")
@@ -166,7 +175,7 @@ def test_memory_service_targets_interpolate_the_encoder_curve():
         for texts in ("question", "fact")
         for size, rate in ((1, 50.0), (2, 80.0), (4, 120.0), (8, 150.0))
     ]
-    common = {"backend": "sqlite", "records": 10, "clients": 16, "search_p50_ms": 100.0}
+    common = {"backend": "sqlite", "encoder": "process", "records": 10, "clients": 16, "search_p50_ms": 100.0}
     load = [
         {
             **common,

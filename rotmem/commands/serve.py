@@ -56,6 +56,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="torch threads for the text encoder (default: torch's; on a 2-core machine 1 leaves a core "
         "to the index search that runs beside it)",
     )
+    p.add_argument(
+        "--encoder-in-process",
+        action="store_true",
+        help="run the text encoder in the server's process (default: a worker process of its own, where "
+        "the request threads cannot hold up its GIL: rotmem.server.encoder_process)",
+    )
     p.set_defaults(run=run_serve)
 
 
@@ -74,15 +80,20 @@ def build_pool(args: argparse.Namespace):
         {} if args.store.startswith(("postgresql://", "postgres://")) else {"synchronous": args.synchronous}
     )
     threads = getattr(args, "encoder_threads", None)
-    if threads is not None:
-        if threads < 1:
-            raise ValueError(f"--encoder-threads must be at least 1, got {threads}")
-        import torch
-
-        torch.set_num_threads(threads)
+    if threads is not None and threads < 1:
+        raise ValueError(f"--encoder-threads must be at least 1, got {threads}")
     device = resolve_device(getattr(args, "device", "auto"))  # a bad value or no GPU: one line, exit 2
-    encoder = _encoder(args.encoder, device)
-    encoder.encode(["warm up"])  # load the model before the first request (readiness)
+    if getattr(args, "encoder_in_process", True):  # rotmem mcp: one client, no GIL to share
+        if threads is not None:
+            import torch
+
+            torch.set_num_threads(threads)
+        encoder = _encoder(args.encoder, device)
+        encoder.encode(["warm up"])  # load the model before the first request (readiness)
+    else:  # loads the model before the first request (readiness)
+        from rotmem.server.encoder_process import ProcessEncoder
+
+        encoder = ProcessEncoder(args.encoder, device, threads)
     return MemoryPool(args.store, encoder, extractor, getattr(args, "retriever", "temporal"), **options)
 
 

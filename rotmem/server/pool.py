@@ -237,9 +237,13 @@ class MemoryPool:
         return None
 
     def close(self) -> None:
+        """Close every namespace, then the encoder when it has a ``close`` (``ProcessEncoder``)."""
         with self._lock:
             for tenant in self._tenants.values():
                 with tenant.lock:
                     tenant.closed = True
                     tenant.memory.close()
             self._tenants.clear()
+        close_encoder = getattr(self.encoder.inner, "close", None)
+        if close_encoder is not None:
+            close_encoder()
