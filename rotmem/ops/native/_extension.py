@@ -121,20 +121,5 @@ def result_type(tensors: Sequence[torch.Tensor]) -> torch.dtype:
     return dtype
 
 
-def acc_dtype(x: torch.Tensor) -> torch.dtype:
-    """The kernels' accumulation dtype: float64 for float64 inputs, else float32."""
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
-
-
-def empty(like: torch.Tensor) -> torch.Tensor:
-    """An empty tensor on ``like``'s device, for an optional output that is absent."""
-    return like.new_empty(0)
-
-
-def masked(ctx, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
-    """The gradients autograd asked for; None for the inputs that need none."""
-    return tuple(g if need else None for g, need in zip(grads, ctx.needs_input_grad, strict=True))
-
-
 if _C is not None:
     _select_cpu_isa_from_environment()
