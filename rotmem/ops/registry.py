@@ -273,7 +273,8 @@ def autograd_formula(backend: str, name: str) -> tuple[Callable, Callable]:
     grads = [g for g in gradient.grads if g in names]
     backward_fn, backward_args = _backward_function(backend, op, gradient)
     for arg in backward_args:
-        if arg not in saves and arg not in options and arg.removeprefix("need_") not in tensors:
+        needs = arg.startswith("need_") and arg[5:] in tensors
+        if arg not in saves and arg not in options and not needs:
             raise TypeError(
                 f"{backend} {name}: its backward {gradient.backward} reads {arg!r}, which the Gradient's "
                 f"saves {gradient.saves} do not list (nor is it a non-tensor input or need_<input>)"
