@@ -28,7 +28,7 @@ except ImportError as error:  # not built (ROTMEM_SKIP_NATIVE=1), or built again
             stacklevel=2,
         )
 
-LOADED = _C is not None  # the op modules register their fakes and autograd formulas only then
+LOADED = _C is not None  # the registry's fakes and autograd formulas are registered only then
 
 
 # --- the CPU instruction set (csrc/cpu/isa.h) -----------------------------------------------------

@@ -1,5 +1,6 @@
 """``cross_entropy_all`` on the native kernels (``csrc/cross_entropy_driver.h``, per-device tile
-kernels in ``csrc/{cpu,cuda}/cross_entropy.*``), with its fakes and autograd formulas. It never
+kernels in ``csrc/{cpu,cuda}/cross_entropy.*``); its fakes and gradients are
+``rotmem.ops.registry``'s. It never
 holds the ``[B, N]`` logits; how it tiles them, and when it computes its gradients in the forward
 sweep, is ``rotmem.ops.ce_tiles``. On CUDA tensors ``cross_entropy_all`` runs cuBLAS products
 instead (``rotmem.ops.linear_cross_entropy``)."""

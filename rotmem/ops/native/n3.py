@@ -1,4 +1,5 @@
-"""``n3`` on the native kernels (``csrc/{cpu,cuda}/n3.*``), with its fake and autograd."""
+"""``n3`` on the native kernels (``csrc/{cpu,cuda}/n3.*``); its fake and gradient are
+``rotmem.ops.registry``'s."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """``filtered_rank_counts`` and ``target_scores`` on the native kernels (``csrc/rank_counts_driver.h``,
-per-device count kernels in ``csrc/{cpu,cuda}/rank_counts.*``), with their fakes (no gradient).
+per-device count kernels in ``csrc/{cpu,cuda}/rank_counts.*``); their fakes are
+``rotmem.ops.registry``'s (no gradient).
 Tiles as the fused cross-entropy's (``rotmem.ops.ce_tiles``): never the ``[B, N]`` scores."""
 
 from __future__ import annotations

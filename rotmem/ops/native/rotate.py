@@ -1,5 +1,5 @@
-"""``rotate`` on the native kernels (``csrc/cpu/rotate.cpp``, ``csrc/cuda/rotate.cu``), with its
-fake and autograd."""
+"""``rotate`` on the native kernels (``csrc/cpu/rotate.cpp``, ``csrc/cuda/rotate.cu``); its fake
+and gradient are ``rotmem.ops.registry``'s."""
 
 from __future__ import annotations
 

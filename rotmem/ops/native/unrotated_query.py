@@ -1,5 +1,6 @@
 """``unrotated_query`` on the native kernels (``csrc/cpu/unrotated_query.cpp``,
-``csrc/cuda/unrotated_query.cu``), with its fake and autograd."""
+``csrc/cuda/unrotated_query.cu``); its fake and gradient are
+``rotmem.ops.registry``'s."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """``unrotated_query_indexed`` on the native kernels (``csrc/cpu/unrotated_query_indexed.cpp``,
-``csrc/cuda/unrotated_query_indexed.cu``), with its fake and autograd formula: the kernels return
-the entity rows' gradients ``[B, 2n]`` and the relation tables' (summed in float32, float64 for
-float64 tables, and rounded once); the entity table's gradient is made from the rows by
-``rotmem.ops.table_grad.table_gradient`` (sparse with ``sparse_grad``: no ``[N, 2n]`` tensor)."""
+``csrc/cuda/unrotated_query_indexed.cu``); its fake and gradient are ``rotmem.ops.registry``'s:
+the kernels return the entity rows' gradients ``[B, 2n]`` and the relation tables' (summed in
+float32, float64 for float64 tables, and rounded once); the entity table's gradient is made from the
+rows by ``rotmem.ops.table_grad.table_gradient`` (sparse with ``sparse_grad``: no ``[N, 2n]``
+tensor)."""
 
 from __future__ import annotations
 
