@@ -1,22 +1,27 @@
 """The list of ``rotmem.ops``: one entry per op, and everything else derived from it.
 
-Adding an op: write its reference, one entry here, and its kernel files.
+Adding an op: write its reference, one entry here (with its shape functions, in
+``rotmem.ops.shapes``, and its gradient), and its kernel files. Nothing else registers anything.
 
 - The reference, ``rotmem.ops.reference.<name>``: its math, its signature, its docstring with the
   shapes. Every backend function has that name and signature.
 - The entry, ``Op`` in ``OPS``: the module that holds its kernels in each fused backend
-  (``rotmem/ops/native/<kernels>.py``, ``rotmem/ops/triton/<kernels>.py``) and, for each of its
-  operators (``torch.ops.rotmem.<name>``, schemas in ``csrc/rotmem.cpp``; ``torch.ops.rotmem_triton.
-  <name>``, declared by ``kernel_op`` in the Triton module), an ``Operator``: its shape function
-  (``rotmem.ops.shapes``, written once for both backends) and, if differentiable, its ``Gradient``:
-  which inputs and outputs the backward reads, which backward operator it calls, and which inputs
-  its outputs are the gradients of.
-- The kernel files: the wrapper with the reference's signature and the forward and backward
-  operators (native: also ``csrc/cpu/<op>.cpp``, ``csrc/cuda/<op>.cu`` and the schemas).
+  (``rotmem/ops/native/<kernels>.py``, ``rotmem/ops/triton/<kernels>.py``) and one ``Operator`` per
+  operator of those kernels (``torch.ops.rotmem.<name>``, schemas in ``csrc/rotmem.cpp``;
+  ``torch.ops.rotmem_triton.<name>``, declared with ``kernel_op`` in the Triton module; forward and
+  backward have the same names in both). An ``Operator`` names its shape function,
+  ``rotmem.ops.shapes.<name>``, written once for both backends (its arguments taken by name), and,
+  if it is differentiable, its ``Gradient``: the inputs and outputs saved for the backward, the
+  backward operator it calls, and the inputs whose gradients that returns.
+- The kernel files: the wrapper with the reference's signature, and the forward and backward
+  operators (native: ``csrc/cpu/<op>.cpp``, ``csrc/cuda/<op>.cu`` and the schemas; Triton: the
+  kernels and their launchers).
 
 Derived from ``OPS``: the public, dispatched functions of ``rotmem.ops``; the function tables of
 ``rotmem.ops.native``, ``rotmem.ops.triton`` and ``rotmem.ops.compiled``; and, for both fused
-backends, every operator's fake implementation (``fake``) and autograd formula (``register_autograd``).
+backends, every operator's fake implementation (``fake``: registered by ``rotmem.ops.native`` and
+by the Triton ``kernel_op``) and autograd formula (``register_autograd``: setup and backward made
+from the ``Gradient``). ``tests/ops/test_registry.py`` checks that the registered fakes are these.
 """
 
 from __future__ import annotations
