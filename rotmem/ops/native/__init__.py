@@ -2,10 +2,11 @@
 
 Same functions as ``rotmem.ops.reference`` (the shapes and the math are written there), one per op
 of ``rotmem.ops.registry``. One op per module, as in ``rotmem.ops.triton``: its wrapper with the
-reference's signature (broadcasting, dtype promotion) and, beside it, the fake (shape)
-implementations and autograd formulas of its ``torch.ops.rotmem.*`` operators (schemas in
-``csrc/rotmem.cpp``), registered through ``torch.library`` (the fakes by this package, as torch
-requires) so ``torch.compile`` and ``torch.library.opcheck`` see them. Loading the extension and
+reference's signature (broadcasting, dtype promotion) over its ``torch.ops.rotmem.*`` operators
+(schemas in ``csrc/rotmem.cpp``). Their fake (shape) implementations and autograd formulas are
+those ``rotmem.ops.registry`` derives from its entries, registered here through ``torch.library``
+(the fakes by this package, as torch requires) so ``torch.compile`` and ``torch.library.opcheck``
+see them. Loading the extension and
 choosing the CPU instruction set is ``_extension``.
 
 Where the results differ from the reference by design:
@@ -42,12 +43,12 @@ from rotmem.ops.native.cross_entropy import cross_entropy_tiled
 from rotmem.ops.native.rank_counts import filtered_rank_counts_tiled
 
 if LOADED:
-    # Each op module registers its autograd formulas and hands back its fakes, registered here:
-    # torch checks that a C++ op's fakes come from the module its library names
+    # The fakes and autograd formulas of ``rotmem.ops.registry``, registered from here: torch checks
+    # that a C++ op's fakes come from the module its library names
     # (``m.set_python_module("rotmem.ops.native")`` in csrc/rotmem.cpp).
-    for _module in registry.kernel_modules("native"):
-        for _name, _fake in _module.register().items():
-            torch.library.register_fake(LIB + _name, _fake)
+    for _name, _fake in registry.fakes("native").items():
+        torch.library.register_fake(LIB + _name, _fake)
+    registry.register_autograd("native")
 
 # One function per op of ``rotmem.ops.registry.OPS`` (``score_all``: the reference's dense product).
 globals().update(registry.functions("native"))

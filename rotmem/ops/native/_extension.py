@@ -28,7 +28,7 @@ except ImportError as error:  # not built (ROTMEM_SKIP_NATIVE=1), or built again
             stacklevel=2,
         )
 
-LOADED = _C is not None  # the op modules register their fakes and autograd formulas only then
+LOADED = _C is not None  # the registry's fakes and autograd formulas are registered only then
 
 
 # --- the CPU instruction set (csrc/cpu/isa.h) -----------------------------------------------------
@@ -119,21 +119,6 @@ def result_type(tensors: Sequence[torch.Tensor]) -> torch.dtype:
     for t in tensors[1:]:
         dtype = torch.promote_types(dtype, t.dtype)
     return dtype
-
-
-def acc_dtype(x: torch.Tensor) -> torch.dtype:
-    """The kernels' accumulation dtype: float64 for float64 inputs, else float32."""
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
-
-
-def empty(like: torch.Tensor) -> torch.Tensor:
-    """An empty tensor on ``like``'s device, for an optional output that is absent."""
-    return like.new_empty(0)
-
-
-def masked(ctx, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
-    """The gradients autograd asked for; None for the inputs that need none."""
-    return tuple(g if need else None for g, need in zip(grads, ctx.needs_input_grad, strict=True))
 
 
 if _C is not None:

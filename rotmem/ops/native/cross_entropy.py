@@ -1,19 +1,17 @@
 """``cross_entropy_all`` on the native kernels (``csrc/cross_entropy_driver.h``, per-device tile
-kernels in ``csrc/{cpu,cuda}/cross_entropy.*``), with its fakes and autograd formulas. It never
+kernels in ``csrc/{cpu,cuda}/cross_entropy.*``); its fakes and gradients are
+``rotmem.ops.registry``'s. It never
 holds the ``[B, N]`` logits; how it tiles them, and when it computes its gradients in the forward
 sweep, is ``rotmem.ops.ce_tiles``. On CUDA tensors ``cross_entropy_all`` runs cuBLAS products
 instead (``rotmem.ops.linear_cross_entropy``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
 from rotmem.host_syncs import cpu_only
 from rotmem.ops import ce_tiles
 from rotmem.ops.linear_cross_entropy import linear_cross_entropy
-from rotmem.ops.native._extension import LIB, acc_dtype, empty
 from rotmem.ops.table_grad import is_traced
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -74,74 +72,9 @@ def _times(grad: torch.Tensor, grad_loss: torch.Tensor) -> torch.Tensor:
     return grad * grad_loss
 
 
-def register() -> dict[str, Callable]:
-    """Register the autograd formulas; return the fake implementations by op name (the package
-    registers those: torch wants them registered from the module ``csrc/rotmem.cpp`` names)."""
-
-    def fake_cross_entropy_all(q, entity, target, reduction, block_rows, block_cols):
-        acc = acc_dtype(q)
-        loss = q.new_empty(q.shape[0], dtype=acc) if reduction == "none" else q.new_empty((), dtype=acc)
-        return loss, q.new_empty(q.shape[0], dtype=acc)
-
-    def fake_cross_entropy_all_backward(
-        grad, q, entity, target, lse, reduction, block_rows, block_cols, need_q, need_entity
-    ):
-        return (
-            torch.empty_like(q) if need_q else empty(q),
-            torch.empty_like(entity) if need_entity else empty(q),
-        )
-
-    def fake_cross_entropy_all_train(
-        q, entity, target, reduction, block_rows, block_cols, need_q, need_entity
-    ):
-        return (
-            q.new_empty((), dtype=acc_dtype(q)),
-            torch.empty_like(q) if need_q else empty(q),
-            torch.empty_like(entity) if need_entity else empty(q),
-        )
-
-    def setup(ctx, inputs, output):
-        q, entity, target, reduction, block_rows, block_cols = inputs
-        ctx.save_for_backward(q, entity, target, output[1])
-        ctx.options = (reduction, block_rows, block_cols)
-        ctx.mark_non_differentiable(output[1])
-
-    def backward(ctx, grad_loss, grad_lse):
-        q, entity, target, lse = ctx.saved_tensors
-        need_q, need_entity = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        grad_q, grad_entity = torch.ops.rotmem.cross_entropy_all_backward(
-            grad_loss, q, entity, target, lse, *ctx.options, need_q, need_entity
-        )
-        return (grad_q if need_q else None, grad_entity if need_entity else None, None, None, None, None)
-
-    torch.library.register_autograd(LIB + "cross_entropy_all", backward, setup_context=setup)
-
-    def train_setup(ctx, inputs, output):
-        ctx.save_for_backward(output[1], output[2])
-        ctx.mark_non_differentiable(output[1], output[2])
-        ctx.set_materialize_grads(False)  # no zero [B, 2n] and [N, 2n] for the gradient outputs
-
-    def train_backward(ctx, grad_loss, grad_q_out, grad_entity_out):
-        grad_q, grad_entity = ctx.saved_tensors
-        need_q = ctx.needs_input_grad[0] and grad_loss is not None
-        need_entity = ctx.needs_input_grad[1] and grad_loss is not None
-        return (
-            _times(grad_q, grad_loss) if need_q else None,
-            _times(grad_entity, grad_loss) if need_entity else None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-        )
-
-    torch.library.register_autograd(
-        LIB + "cross_entropy_all_train", train_backward, setup_context=train_setup
-    )
-
-    return {
-        "cross_entropy_all": fake_cross_entropy_all,
-        "cross_entropy_all_backward": fake_cross_entropy_all_backward,
-        "cross_entropy_all_train": fake_cross_entropy_all_train,
-    }
+def cross_entropy_all_train_backward(
+    grad: torch.Tensor, grad_q: torch.Tensor, grad_entity: torch.Tensor, need_q: bool, need_entity: bool
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The gradients ``cross_entropy_all_train`` made in its forward, times the loss's gradient
+    (its ``Gradient`` in ``rotmem.ops.registry``)."""
+    return _times(grad_q, grad) if need_q else None, _times(grad_entity, grad) if need_entity else None

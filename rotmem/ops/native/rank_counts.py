@@ -1,16 +1,14 @@
 """``filtered_rank_counts`` and ``target_scores`` on the native kernels (``csrc/rank_counts_driver.h``,
-per-device count kernels in ``csrc/{cpu,cuda}/rank_counts.*``), with their fakes (no gradient).
+per-device count kernels in ``csrc/{cpu,cuda}/rank_counts.*``); their fakes are
+``rotmem.ops.registry``'s (no gradient).
 Tiles as the fused cross-entropy's (``rotmem.ops.ce_tiles``): never the ``[B, N]`` scores."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import torch
 
 from rotmem.ops import ce_tiles
 from rotmem.ops.id_checks import check_ids
-from rotmem.ops.native._extension import acc_dtype
 from rotmem.ops.rank_csr import check_filter_csr, in_target_order
 
 
@@ -63,19 +61,3 @@ def target_scores(
     """``rotmem.ops.reference.target_scores``, read from the tiles ``filtered_rank_counts`` counts."""
     block_rows, block_cols = ce_tiles.cross_entropy_blocks(q.shape[0], entity.shape[0])
     return torch.ops.rotmem.target_scores(q, entity, target.long(), entity_offset, block_rows, block_cols)
-
-
-def register() -> dict[str, Callable]:
-    """The fake implementations by op name (no autograd: the counts have no gradient); the package
-    registers them (torch wants them registered from the module ``csrc/rotmem.cpp`` names)."""
-
-    def fake_filtered_rank_counts(
-        q, entity, target, target_score, filter_ptr, filter_idx, entity_offset, block_rows, block_cols
-    ):
-        shape = (filter_ptr.shape[0], q.shape[0])
-        return q.new_empty(shape, dtype=torch.int64), q.new_empty(shape, dtype=torch.int64)
-
-    def fake_target_scores(q, entity, target, entity_offset, block_rows, block_cols):
-        return q.new_empty(q.shape[0], dtype=acc_dtype(q))
-
-    return {"filtered_rank_counts": fake_filtered_rank_counts, "target_scores": fake_target_scores}

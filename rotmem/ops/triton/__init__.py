@@ -1,6 +1,7 @@
 """The Triton backend: the functions of ``rotmem.ops.reference``, as fused GPU kernels.
 
-One op per module (kernels, launcher, ``torch.library`` registration with its autograd formula), the
+One op per module (kernels, launcher, ``torch.library`` operators; their fakes and autograd formulas
+come from ``rotmem.ops.registry``), the
 modules ``rotmem.ops.registry`` names: ``rotate``, ``unrotated_query``, ``unrotated_query_indexed``,
 ``cross_entropy``, ``n3``, ``rank_counts`` (``filtered_rank_counts``, no gradient). The ops live in
 the ``rotmem_triton`` namespace (``torch.ops.rotmem_triton.*``), so ``torch.compile`` traces into
@@ -19,6 +20,8 @@ from rotmem.ops.triton._common import INTERPRETED
 
 # One function per op of ``rotmem.ops.registry.OPS`` (``score_all``: the reference's dense product).
 globals().update(registry.functions("triton"))
+# Their operators' autograd formulas, derived from the registry (the fakes: ``_common.kernel_op``).
+registry.register_autograd("triton")
 
 
 def unavailable_reason(device_type: str) -> str:

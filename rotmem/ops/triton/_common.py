@@ -11,6 +11,7 @@ from torch._subclasses.fake_tensor import is_fake
 from torch.library import custom_op, triton_op, wrap_triton
 from triton.language.extra import libdevice
 
+from rotmem.ops import registry
 from rotmem.ops.id_checks import check_ids
 
 
@@ -79,18 +80,20 @@ def check_same_device(**tensors: torch.Tensor | None) -> None:
 
 
 def kernel_op(name: str):
-    """Register the decorated function, whose body launches Triton kernels, as op ``name``.
+    """Register the decorated function, whose body launches Triton kernels, as op ``name``
+    (``rotmem_triton::<operator>``), with the fake implementation of ``rotmem.ops.registry`` (its
+    operator's shape function, shared with the native backend); the registry also derives its
+    autograd formula (``rotmem.ops.triton`` registers those).
 
     Compiled kernels: a ``triton_op``, which ``torch.compile`` traces into. Under the CPU
     interpreter a kernel is Python that reads tensor data, which tracing cannot follow: the op is
-    then opaque (``custom_op``) and its fake implementation is the same body with launches skipped.
+    then opaque (``custom_op``).
     """
 
     def register(fn):
-        if not INTERPRETED:
-            return triton_op(name, fn, mutates_args=())
-        op = custom_op(name, fn, mutates_args=())
-        op.register_fake(fn)
+        op = triton_op(name, fn, mutates_args=()) if not INTERPRETED else custom_op(name, fn, mutates_args=())
+        namespace, operator = name.split("::")
+        op.register_fake(registry.fake(namespace, operator))
         return op
 
     return register

@@ -190,7 +190,7 @@ def _cross_entropy_backward(
     """``(dL/dq [B, 2n], dL/dentity [N, 2n])`` for ``grad_rows [B] = dL/dloss_b``, recomputing each
     tile's logits; ignored rows contribute nothing; the gradients not needed are empty."""
     batch, entities = q.shape[0], entity.shape[0]
-    grad_rows = grad_rows.masked_fill(target == IGNORE_INDEX, 0.0)
+    grad_rows = grad_rows.contiguous().to(lse.dtype).masked_fill(target == IGNORE_INDEX, 0.0)
     fp64, acc = is_fp64(q, entity), _acc_dtype(q, entity)
     q_parts: list[torch.Tensor] = []
     e_parts: list[torch.Tensor | None] = [None] * triton.cdiv(entities, block_cols)
@@ -254,46 +254,15 @@ def _cross_entropy_train(
     return loss, _gradient(q_parts, q, need_q), _gradient(e_parts, entity, need_entity)
 
 
-def _setup_context(ctx, inputs, output) -> None:
-    q, entity, target, block_rows, block_cols = inputs
-    ctx.save_for_backward(q, entity, target, output[1])
-    ctx.blocks = (block_rows, block_cols)
-
-
-def _backward(ctx, grad_loss: torch.Tensor, grad_lse: torch.Tensor):
-    q, entity, target, lse = ctx.saved_tensors
-    need_q, need_entity = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-    grad_q, grad_e = _cross_entropy_backward(
-        grad_loss.contiguous().to(lse.dtype), q, entity, target, lse, *ctx.blocks, need_q, need_entity
-    )
-    return grad_q if need_q else None, grad_e if need_entity else None, None, None, None
-
-
-_cross_entropy.register_autograd(_backward, setup_context=_setup_context)
-
-
-def _train_setup_context(ctx, inputs, output) -> None:
-    ctx.save_for_backward(output[1], output[2])
-    ctx.mark_non_differentiable(output[1], output[2])
-    ctx.set_materialize_grads(False)  # no zero [B, 2n] and [N, 2n] for the gradient outputs
-
-
-def _train_backward(ctx, grad_loss: torch.Tensor | None, grad_q_out, grad_entity_out):
-    grad_q, grad_entity = ctx.saved_tensors
-    need_q = ctx.needs_input_grad[0] and grad_loss is not None
-    need_entity = ctx.needs_input_grad[1] and grad_loss is not None
+def cross_entropy_all_train_backward(
+    grad: torch.Tensor, grad_q: torch.Tensor, grad_entity: torch.Tensor, need_q: bool, need_entity: bool
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The gradients ``cross_entropy_all_train`` made in its forward, times the loss's gradient
+    (its ``Gradient`` in ``rotmem.ops.registry``)."""
     return (
-        grad_q * grad_loss.to(grad_q.dtype) if need_q else None,
-        grad_entity * grad_loss.to(grad_entity.dtype) if need_entity else None,
-        None,
-        None,
-        None,
-        None,
-        None,
+        grad_q * grad.to(grad_q.dtype) if need_q else None,
+        grad_entity * grad.to(grad_entity.dtype) if need_entity else None,
     )
-
-
-_cross_entropy_train.register_autograd(_train_backward, setup_context=_train_setup_context)
 
 
 def cross_entropy_all(

@@ -105,6 +105,7 @@ def _n3(x: torch.Tensor, modulus: bool) -> torch.Tensor:
 @kernel_op("rotmem_triton::n3_backward")
 def _n3_backward(grad: torch.Tensor, x: torch.Tensor, modulus: bool) -> torch.Tensor:
     """``grad * d n3(x) / dx``: ``[M, 2n]`` in ``x``'s dtype."""
+    grad = grad.reshape(1).contiguous()
     rows, n = x.shape[0], x.shape[1] // 2
     grad_x = torch.empty((rows, 2 * n), dtype=x.dtype, device=x.device)
     if rows and n:
@@ -114,20 +115,6 @@ def _n3_backward(grad: torch.Tensor, x: torch.Tensor, modulus: bool) -> torch.Te
             BLOCK_M=block_m, BLOCK_N=block_n, MODULUS=modulus, FP64=is_fp64(x),
         )  # fmt: skip
     return grad_x
-
-
-def _setup_context(ctx, inputs, output) -> None:
-    x, modulus = inputs
-    ctx.modulus = modulus
-    ctx.save_for_backward(x)
-
-
-def _backward(ctx, grad: torch.Tensor):
-    (x,) = ctx.saved_tensors
-    return _n3_backward(grad.reshape(1).contiguous(), x, ctx.modulus), None
-
-
-_n3.register_autograd(_backward, setup_context=_setup_context)
 
 
 def n3(tensors: Sequence[torch.Tensor], kind: str = "l4") -> torch.Tensor:

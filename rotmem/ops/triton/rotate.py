@@ -93,6 +93,7 @@ def _rotate_backward(
     grad: torch.Tensor, x: torch.Tensor, theta: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(dL/dx [M, 2n], dL/dtheta [M, n])`` for ``grad = dL/dy [M, 2n]``."""
+    grad = grad.contiguous()
     rows, n = theta.shape
     grad_x = torch.empty((rows, 2 * n), dtype=x.dtype, device=x.device)
     grad_theta = torch.empty((rows, n), dtype=theta.dtype, device=x.device)
@@ -104,18 +105,6 @@ def _rotate_backward(
             BLOCK_M=block_m, BLOCK_N=block_n, FP64=is_fp64(x, theta, grad),
         )  # fmt: skip
     return grad_x, grad_theta
-
-
-def _setup_context(ctx, inputs, output) -> None:
-    ctx.save_for_backward(*inputs)
-
-
-def _backward(ctx, grad: torch.Tensor):
-    x, theta = ctx.saved_tensors
-    return _rotate_backward(grad.contiguous(), x, theta)
-
-
-_rotate.register_autograd(_backward, setup_context=_setup_context)
 
 
 def rows_of(t: torch.Tensor, width: int) -> torch.Tensor:

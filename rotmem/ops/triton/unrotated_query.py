@@ -102,6 +102,7 @@ def _query_backward(
     grad: torch.Tensor, h: torch.Tensor, w: torch.Tensor, w_hat: torch.Tensor | None, theta: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(dh, dw, dw_hat, dtheta)``; ``dw_hat`` is empty when ``w_hat`` is None."""
+    grad = grad.contiguous()
     rows, n = theta.shape
     grad_h = torch.empty((rows, 2 * n), dtype=h.dtype, device=h.device)
     grad_w = torch.empty((rows, 2 * n), dtype=w.dtype, device=h.device)
@@ -118,21 +119,6 @@ def _query_backward(
             FP64=is_fp64(grad, h, w, w_hat, theta),
         )  # fmt: skip
     return grad_h, grad_w, grad_wh, grad_theta
-
-
-def _setup_context(ctx, inputs, output) -> None:
-    h, w, w_hat, theta = inputs
-    ctx.has_w_hat = w_hat is not None
-    ctx.save_for_backward(h, w, w_hat, theta)
-
-
-def _backward(ctx, grad: torch.Tensor):
-    h, w, w_hat, theta = ctx.saved_tensors
-    grad_h, grad_w, grad_wh, grad_theta = _query_backward(grad.contiguous(), h, w, w_hat, theta)
-    return grad_h, grad_w, grad_wh if ctx.has_w_hat else None, grad_theta
-
-
-_query.register_autograd(_backward, setup_context=_setup_context)
 
 
 def unrotated_query(

@@ -21,7 +21,6 @@ import triton
 import triton.language as tl
 
 from rotmem.ops.reference import LOG_BASE_MIN, LOG_S_MIN
-from rotmem.ops.table_grad import table_gradient
 from rotmem.ops.triton._common import (
     check_float,
     check_index,
@@ -163,6 +162,7 @@ def _query_indexed_backward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(d entity rows [B, 2n] (float32 or float64), d w_table, d w_hat_table (empty for
     DistMult), d speed [B], d log_base)``."""
+    grad = grad.contiguous()
     rows, n = ent_idx.shape[0], entity.shape[1] // 2
     fp64 = is_fp64(grad, entity, w_table, w_hat_table, speed)
     acc = torch.float64 if fp64 else torch.float32
@@ -191,25 +191,6 @@ def _query_indexed_backward(
         grad_speed.to(speed.dtype),
         grad_log_base.to(log_base.dtype),
     )
-
-
-def _setup_context(ctx, inputs, output) -> None:
-    entity, w_table, w_hat_table, ent_idx, rel_idx, speed, log_base, _, sparse_grad = inputs
-    ctx.has_w_hat, ctx.sparse_grad = w_hat_table is not None, sparse_grad
-    ctx.save_for_backward(entity, w_table, w_hat_table, ent_idx, rel_idx, speed, log_base)
-
-
-def _backward(ctx, grad: torch.Tensor):
-    entity, _, _, ent_idx, *_ = ctx.saved_tensors
-    grad_rows, grad_w, grad_wh, grad_speed, grad_log_base = _query_indexed_backward(
-        grad.contiguous(), *ctx.saved_tensors
-    )
-    grad_e = table_gradient(grad_rows, ent_idx, entity, ctx.sparse_grad) if ctx.needs_input_grad[0] else None
-    grad_wh = grad_wh if ctx.has_w_hat else None
-    return grad_e, grad_w, grad_wh, None, None, grad_speed, grad_log_base, None, None
-
-
-_query_indexed.register_autograd(_backward, setup_context=_setup_context)
 
 
 def unrotated_query_indexed(
