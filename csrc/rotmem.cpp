@@ -1,7 +1,7 @@
 // The rotmem operator library: schemas of every op (torch.ops.rotmem.*) and the Python module
 // rotmem._C that loads them. Kernels register themselves, one file per op and device
-// (csrc/cpu/<op>.cpp, csrc/cuda/<op>.cu); autograd formulas and fake (meta) implementations live
-// beside each op in rotmem/ops/native/<op>.py.
+// (csrc/cpu/<op>.cpp, csrc/cuda/<op>.cu); autograd formulas and fake (meta) implementations are
+// derived from each op's entry in rotmem/ops/registry.py.
 #include <Python.h>
 #include <torch/library.h>
 
@@ -16,7 +16,7 @@
 namespace {
 // The schema of every op: one entry per op (and one per backward). Each op's kernels register
 // themselves, one file per op and device (csrc/cpu/<op>.cpp, csrc/cuda/<op>.cu); its fake and
-// autograd formula are in rotmem/ops/native/<op>.py.
+// autograd formula come from its entry in rotmem/ops/registry.py.
 constexpr const char* kSchemas[] = {
     "rotate(Tensor x, Tensor theta) -> Tensor",
     "rotate_backward(Tensor grad, Tensor x, Tensor theta) -> (Tensor, Tensor)",
