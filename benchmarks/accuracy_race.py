@@ -4,18 +4,6 @@ the end, for the last epoch and for the best-validation (monitored) epoch.
 
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.accuracy_race --budget-s 900 --seeds 0 1 2
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.accuracy_race --budget-epochs 1 --seeds 0 1 2
-
-The clock counts training only (not the ranking) and stops at the first batch past a seconds budget,
-so the last epoch may be partial (a fractional ``epoch``). Each config is built as ``rotmem fit
---config`` builds it; a seed sets ``seed_everything`` and ``data.seed``. The best epoch has the
-highest time-aware validation MRR (realistic ties); its weights are kept in memory and ranked on test
-beside the last epoch's, for every fact and the data-poor ones (``--data-poor-threshold``).
-
-Writes ``<out>/accuracy_race.csv`` (``benchmarks.runner``: one row per run, split, checkpoint,
-filter, tie rule and subset, with the commit and the command; rewritten after every run),
-``accuracy_race_summary.csv`` (mean and sd over seeds), ``accuracy_race.md`` (the table) and
-``accuracy_race.png`` (validation MRR per epoch, test MRR with its sd). ``--summarize CSV ...``
-remakes the last three from earlier runs' CSVs.
 """
 
 from __future__ import annotations

@@ -1,18 +1,4 @@
-"""Other implementations of the 1-vs-all cross-entropy, as providers for ``benchmarks.kernels``.
-
-The loss is a linear cross-entropy over the entity table (``q @ entity^T``, then softmax cross-
-entropy), so the LLM libraries' fused linear cross-entropies compute it too:
-
-- ``linear``: this package's chunked cuBLAS/BLAS version (``rotmem.ops.linear_cross_entropy``,
-  what the native backend runs on CUDA), timed on its own so that the CPU can compare it with the
-  native tiled kernel;
-- ``liger``: Liger-Kernel's fused linear cross-entropy (``pip install liger-kernel``; Triton, GPU);
-- ``cce``: Apple's Cut Cross-Entropy (``pip install cut-cross-entropy``; Triton, GPU).
-
-Each provider is a namespace of the reference ops with ``cross_entropy_all`` replaced, so the
-whole ``step`` through it differs from eager's only in the cross-entropy: a step's gain is the
-cross-entropy's. ``available(name, device)`` says why one cannot run here ("" when it can).
-"""
+"""Other implementations of the 1-vs-all cross-entropy, as providers for ``benchmarks.kernels``."""
 
 from __future__ import annotations
 

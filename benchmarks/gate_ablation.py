@@ -1,16 +1,9 @@
 """Phase-2 ablation of the speed source: pretrained gate vs no gate (α = 1) vs learnable per-relation α.
 
-Each variant trains the same config (same seed and epochs) with ``rotmem fit`` semantics and then
-tests the best-validation checkpoint; filtered MRR and Hits@k under both filters go to one CSV.
-
     rotmem gate pretrain --data icews05-15                 # the default gate (once)
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_ablation   # ~25 min per variant on 2 cores
     python -m benchmarks.gate_ablation --variants gate no-gate --config synthetic \\
         --gate ~/.cache/rotmem/gates/synthetic/gate.pt --out benchmarks/results/gate_ablation_synthetic.csv
-
-Variant ``gate-paper`` uses the gate pretrained with the paper's literal Phase-1 setting:
-``rotmem gate pretrain --config gate-icews05-15-paper``
-``--out ~/.cache/rotmem/gates/icews05-15-paper``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """Paraphrase consistency of the Semantic Speed Gate, with and without paraphrase anchors.
 
-For the ICEWS05-15 gate (the packaged gate-icews05-15 setting, Phase 1 on the training split; or
-``--gate FILE``) and the paraphrase files ``rotmem/gate/paraphrases/*.tsv`` (one per relation family):
-
-- ``plain``: the gate's MLP on each text;
-- ``anchored``: ``rotmem.gate.anchors.AnchoredSpeeds`` with the relation strings and the ``train``
-  paraphrases as anchors, ``T`` chosen by leave-one-out on the ``train`` paraphrases only.
-
-Reported for the ``heldout`` phrasings (never anchors; the temporal-QA templates' phrasings among
-them, flagged ``template``) and, leave-one-out, for the ``train`` ones: median and max
-``|alpha(phrasing) - alpha(relation)|``; and Spearman(alpha of each relation string, its mined
-change rate) over relations with >= 1 and >= 20 mined pairs (training split).
-
-    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_paraphrases [--gate gate.pt]
-
-Writes ``benchmarks/results/gate_paraphrases_anchored.csv`` (one row per phrasing; ``benchmarks.runner``)
-and the summary lines, also ``gate_paraphrase_summary.csv`` beside it.
+ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_paraphrases [--gate gate.pt]
 """
 
 from __future__ import annotations

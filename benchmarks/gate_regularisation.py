@@ -1,18 +1,6 @@
 """Paraphrase consistency against change-rate fidelity of the Semantic Speed Gate, trained several ways.
 
-Why (docs/memory.md): the packaged gate saturates the fastest relations' speeds, so two relations whose
-phrasings MiniLM confuses can be almost 1 apart; only a gate smooth in embedding space can fix that.
-The same Phase-1 loss and data (``lightning_modules.phase1_gate``, ``gate-icews05-15``) trained
-- ``paraphrases``: each ``train`` paraphrase fitted to its relation's transitions (a second BCE term);
-- ``weight_decay``: AdamW's decoupled weight decay on the MLP (0: Adam, the packaged setting);
-- ``smoothing``: ``lambda · mean_i (sum_j W_ij alpha_j - alpha_i)^2`` over the anchors' leave-one-out
-  anchored gaps (``W``: softmax(cos / 0.05) over the other anchors), the quantity the max gap measures.
-Per setting, on the ``heldout`` phrasings: median and max ``|alpha(phrasing) - alpha(relation)|`` of
-the plain gate and of the anchored speeds (``rotmem.gate.anchors``), Spearman of the relations'
-speeds with their mined change rate (>= 1 and >= 20 pairs), the speeds' spread, and
-``heldout_max_over_alpha_max`` (the max gap over the fastest speed: one common factor leaves it alone).
-
-    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_regularisation
+ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_regularisation
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """How well the Semantic Speed Gate tracks how fast relations change, on seen and unseen relations.
 
-For each Phase-1 setting (the config's; the same with the bare relation text instead of the
-template; and the paper's literal one, the packaged config gate-icews05-15-paper):
-- in-sample: pretrain on all transitions of the training split, Spearman(α, observed change rate)
-  over relations with ≥ 1 mined pair, and over those with ≥ 20 pairs (less noisy rates);
-- zero-shot: for each seed, pretrain on the transitions of a random 80% of the relations that have
-  pairs, Spearman on the held-out 20% (α from text only; change rate from the same training split).
-  The splits are seeds 0-19; the template and lr were chosen on other splits (seeds 100-139);
-- paraphrases: α of ICEWS relation strings next to α of hand-written paraphrases (config setting);
-- a PNG: α against the change rate, and the sorted α bars naming the most static/dynamic relations.
-The synthetic KG's gate (the packaged config gate-synthetic) is reported too.
-
-    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_report            # ~7 min on 2 cores
-    python -m benchmarks.gate_report --seeds 3 --skip-paper                   # quick
-
-Writes ``benchmarks/results/gate_summary_<data>.csv`` (``benchmarks.runner``), ``gate_*.csv`` beside it
-(with the command and commit too) and ``gate_alpha_<data>.png``.
+ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_report            # ~7 min on 2 cores
+python -m benchmarks.gate_report --seeds 3 --skip-paper                   # quick
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """A full ICEWS05-15 test evaluation with the fused ranking on the GPU, beside the same on the CPU.
 
-    python -m benchmarks.gpu_eval [--split test] [--dim 500] [--k 3] [--out results/gpu_eval.csv]
-    python -m benchmarks.gpu_eval --dry-run     # parse, load, each split's first batch, the CPU, dim 8
-
-One model (seeded, freshly initialised: the work does not depend on training, as in
-``benchmarks/eval_speed.py``), both filters (time-aware, static) and every tie rule, with
-``rotmem.ops.filtered_rank_counts`` (``evaluate_all(fused=True)``): on the GPU with each backend
-that runs there (``--backends``), twice each, *cold* (the first run: Triton's and the compiler's
-first compiles, the filters' first copy to the device) and *warm*; then on the CPU (its default
-backend). Also the rank-count op alone on one batch (milliseconds, median of 10, warm). The seconds,
-the MRRs, and the largest MRR difference GPU - CPU (the scores' rounding differs between devices,
-TF32 off, so ranks may differ where scores are within rounding) go to the CSV.
+python -m benchmarks.gpu_eval [--split test] [--dim 500] [--k 3] [--out results/gpu_eval.csv]
+python -m benchmarks.gpu_eval --dry-run     # parse, load, each split's first batch, the CPU, dim 8
 """
 
 from __future__ import annotations

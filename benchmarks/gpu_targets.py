@@ -5,16 +5,6 @@ compared against (``docs/gpu.md``).
 
     python -m benchmarks.gpu_targets  # benchmarks/results/gpu_{targets,epoch_floor,occupancy}.csv;
                                       # gpu_targets.md has docs/gpu.md's tables
-
-Counting rules. Bytes: what the op must read and write once (inputs, outputs, and for the fused
-cross-entropy each logit tile written by its matrix product and read back by the row kernels:
-the tiles are larger than the caches). FLOPs: 2 per multiply-add of the matrix products, the
-elementwise arithmetic per complex pair, a sine and cosine counted as 20 FLOPs each (libdevice
-with range reduction). Roofline time: max(bytes / bandwidth, FLOPs / peak), with the matrix
-products at the dtype's peak (float32 without TF32: CUDA cores; bfloat16: tensor cores) and
-the elementwise work at the float32 CUDA-core peak. Occupancy: resident warps per SM over the
-64 an SM holds, limited by registers (65,536 per SM, allocated per warp in units of 256), by the
-block's threads and by 32 blocks per SM (A100 and H100/H200 alike: compute capability 8.0 / 9.0).
 """
 
 from __future__ import annotations

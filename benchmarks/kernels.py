@@ -1,19 +1,7 @@
 """Time and measure the memory of every RoMem op, and of one whole training step, per backend.
 
-Providers ``eager`` (``rotmem.ops.reference``), ``compile`` (``torch.compile`` of it), ``native``,
-``triton`` (CUDA only) and, for the cross-entropy and the step, ``linear``, ``liger``, ``cce``
-(``benchmarks.ce_providers``); precisions float32, ``tf32`` (GPU) and bfloat16; modes ``forward``
-(no autograd), ``backward`` (after an untimed forward) and ``forward+backward`` (the only fair one
-for a cross-entropy that computes its gradients in the forward sweep, ``rotmem.ops.ce_tiles``).
-Shapes: ICEWS05-15, a large graph (N = 1M), ``rotate`` beside a copy for GB/s. Peak memory: growth
-above the inputs during one run (GPU: ``max_memory_allocated``; CPU: the profiler's allocator
-events). Providers run interleaved, rep by rep: on a shared CPU only ratios are comparable. The
-issue's targets (rotate's GB/s, the ICEWS05-15 step, the large graph's CE) come first per dtype; a
-provider that raises on an op is dropped from it with a ``FAILED`` line (exit code 1).
-Writes ``<out-dir>/kernels_<device>.csv``, ``.md`` (the ratios against eager) and ``.png``.
-
-    python -m benchmarks.kernels --device cuda --dtype float32,tf32,bfloat16 --budget-s 130
-    python -m benchmarks.kernels --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
+python -m benchmarks.kernels --device cuda --dtype float32,tf32,bfloat16 --budget-s 130
+python -m benchmarks.kernels --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
 """
 
 from __future__ import annotations

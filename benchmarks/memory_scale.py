@@ -1,13 +1,7 @@
 """TEMStore at scale: ingestion rate and retrieval latency with N stored records.
 
-Embedding is excluded from both: fact vectors are precomputed (random unit vectors of the MiniLM
-width, 384, served by ``rotmem.memory.CachedEncoder``), so ingestion times the store's write path
-(validation, the text check, SQLite rows, status recomputation, index add) and retrieval times
-``retrieve_vector`` (index search, SQLite fetch of the top k, records in source order). The embedding
-of one question by all-MiniLM-L6-v2 is timed on its own.
-
-    python -m benchmarks.memory_scale                      # 100,000 records
-    python -m benchmarks.memory_scale --records 20000 --queries 50 --no-minilm   # quick
+python -m benchmarks.memory_scale                      # 100,000 records
+python -m benchmarks.memory_scale --records 20000 --queries 50 --no-minilm   # quick
 """
 
 from __future__ import annotations

@@ -1,40 +1,8 @@
 """``rotmem serve`` under load: throughput and latency with N concurrent clients, then crash safety.
 
-1. ``prepare``: 100,000 records (2,000 personas x 8 relations, sessions of 10 facts) preloaded by
-   bulk batches into a SQLite file and into a Postgres namespace (a real server started from
-   Debian's binaries, fsync on). ``--vectors random`` (default): the preloaded facts get random
-   unit vectors of MiniLM's width (384) under MiniLM's encoder name, because embedding 100k facts
-   with MiniLM on 2 cores takes minutes at best (305 sentences/s on quiet cores, hours under load);
-   the search cost (index, fetch, re-rank) does not depend on the values, the retrieval
-   quality does and is not measured here. ``--vectors minilm``: real MiniLM vectors, computed once
-   and cached in ``--cache`` (.npy). Questions and new facts are always embedded by MiniLM.
-2. ``encoder`` (run first by ``load`` too, in the same process and run): the service's own encoder
-   (``SentenceEncoder`` on ``--device``, ``--encoder-threads`` torch threads, as the server) timed
-   alone at batch sizes 1, 2, 4, ..., 64 on new questions and on new facts written as the load
-   test writes them: sentences/s per batch size, the median of ``--reps`` batches -> rows
-   ``encoder`` of ``memory_service.csv``. That curve is the bound of the service's throughput.
-3. ``load``: for each backend, ``rotmem serve`` on 127.0.0.1 (a subprocess, the MiniLM encoder),
-   then N = 1, 4, 16, 64 concurrent clients (asyncio + httpx, another process) for ``--seconds``
-   each, 90 % searches (a new question each time, k = 15; the question's embedding by MiniLM is
-   inside the timed request) and 10 % adds (one session, one fact); then 16 clients that only add
-   (``adds_share`` 1). Per level: searches/s, adds/s, p50/p95/p99 latency, and the server's
-   encoder calls and mean batch size (the difference of ``GET /metrics`` around the level) ->
-   rows ``load`` of ``memory_service.csv``, ``memory_service.png``. Then rows ``target``, at 16
-   clients (else the largest N): searches/s >= 0.8 x the encoder's questions/s at the mean batch
-   size the server reached (the curve interpolated in log2 of the batch size), search p99 <= 3 x
-   p50, and add-only facts/s >= 0.8 x the encoder's facts/s at the batch size reached; each with
-   the measured value, the bound, their ratio and whether it passed. The mixed level's encoder
-   calls carry the adds' facts too (10 % of requests), so its searches/s can reach 0.9 x the bound.
-4. ``crash``: 5 cycles of: 16 clients adding (and searching) in a fresh namespace, the server
-   killed with SIGKILL after ``--kill-after`` s, restarted; then a reader in another process opens
-   the store read-only and checks that every add the server acknowledged is there, each session
-   whole (its one fact, its times, its date) -> ``memory_service_crash.csv``.
-
-    python -m benchmarks.memory_service prepare          # embeds once (--vectors minilm), preloads
-    python -m benchmarks.memory_service load crash       # the timed part (~7 minutes)
-    python -m benchmarks.memory_service encoder --device cuda   # the encoder's curve alone
-
-The machine's 2 cores run the server, its encoder and the clients together.
+python -m benchmarks.memory_service prepare          # embeds once (--vectors minilm), preloads
+python -m benchmarks.memory_service load crash       # the timed part (~7 minutes)
+python -m benchmarks.memory_service encoder --device cuda   # the encoder's curve alone
 """
 
 from __future__ import annotations

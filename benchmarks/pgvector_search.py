@@ -1,20 +1,6 @@
 """pgvector against the in-memory index, for the Postgres backend's vectors: one search at 100k.
 
-The issue asks "pgvector for the vectors or the existing index: measure and choose". Debian 12's
-apt has no ``postgresql-15-pgvector``; the ``pgserver`` wheel (``pip install pgserver``) bundles
-PostgreSQL 16.2 with pgvector 0.6.2, so this script runs there: ``--records`` random unit vectors of
-MiniLM's width in a ``vector(384)`` column, then per question the top 50 by inner product (what
-``TemporalMemory`` asks the index for):
-
-- ``pgvector exact``: ``ORDER BY embedding <#> q LIMIT 50`` without an index (a parallel seq scan);
-- ``pgvector hnsw``: the same with an HNSW index (``vector_ip_ops``, default m / ef_construction,
-  ``ef_search`` = 100), approximate: its recall@50 against the exact answer is reported;
-- ``faiss flat``: ``rotmem.index`` FAISS flat (exact), one question, and a batch of 16 (per question).
-
-    python -m benchmarks.pgvector_search      # -> benchmarks/results/memory_service/pgvector.csv
-
-Random vectors have no cluster structure, so HNSW's recall here is a lower bound of what MiniLM
-vectors give; the timings do not depend on the values.
+python -m benchmarks.pgvector_search      # -> benchmarks/results/memory_service/pgvector.csv
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """The paper-size learning curve beside the paper's figure and the race's best config.
 
-    python -m benchmarks.plot_paper_curve
-
-Reads the curve of ``icews05-15-chronor`` (dim 500, k 3, the paper's settings) written by
-``accuracy_race.py --budget-s 5400 --configs icews05-15-chronor --out-dir
-benchmarks/results/paper_curve`` and the race (``benchmarks/results/accuracy_race``), and draws
-test MRR (realistic ties) against training minutes on this machine, under both filters, with the
-paper's 0.726 (static filter, ICEWS05-15, after its GPU training) as a horizontal line. Writes
-``paper_curve.png`` next to the curve's CSV and prints the curve's last row per filter.
+python -m benchmarks.plot_paper_curve
 """
 
 from __future__ import annotations

@@ -3,11 +3,6 @@ same seed and batches, with Lightning's ``precision="32-true"`` and ``"bf16-mixe
 cross-entropy's products in bfloat16, ``rotmem.ops.autocast_inputs``; float32 master weights,
 optimizer state and everything else), on the CPU.
 
-Per precision: the test split's filtered MRR under both filters, realistic ties, and Hits@1/10 of
-the time-aware filter. Writes ``<out-dir>/precision_accuracy.csv`` (``benchmarks.runner``).
-TF32 has no CPU counterpart (its products exist on NVIDIA GPUs only): its accuracy is left to a GPU
-run of this script with ``--precisions 32-true,tf32,bf16-mixed --accelerator gpu``.
-
     python -m benchmarks.precision_accuracy                 # rank 16, 2 epochs: ~10 minutes on 2 cores
     python -m benchmarks.precision_accuracy --epochs 1 --facts 20000 --out-dir /tmp/p   # smoke test
 """

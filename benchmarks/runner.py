@@ -1,21 +1,4 @@
-"""The one runner every benchmark is a spec on: rows → CSV (with its command and commit) → markdown → plot.
-
-A benchmark module defines a :class:`Benchmark` and calls ``SPEC.main()`` under the ``__main__``
-guard. The runner owns what every benchmark used to write itself: the argument parser's
-``--out`` (the CSV), the ``command`` and ``commit`` columns, the markdown table beside the CSV
-(``.md``: the summary lines, then the rows), and the optional plot (``.png``). A benchmark writes
-only what it measures::
-
-    def measure(args) -> Iterator[dict]:
-        yield {"provider": "eager", "ms": 1.2}
-
-    SPEC = Benchmark("eval_speed", __doc__, measure, add_arguments=..., summarize=...)
-
-Rows are flat dicts; the first row's keys (then any new keys of later rows) are the CSV's header.
-Shared helpers: ``add_threads`` (``--threads``, applied before ``measure``), ``machine()`` (cpu,
-threads, load average, GPU), ``timed``/``interleaved``/``percentile``/``spread`` (timing that is fair
-on a shared machine: providers round by round).
-"""
+"""The one runner every benchmark is a spec on: rows → CSV (with its command and commit) → markdown → plot."""
 
 from __future__ import annotations
 

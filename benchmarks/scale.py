@@ -3,13 +3,6 @@ time and memory as the number of entities grows (method and figures: docs/scale.
 
     python -m benchmarks.scale                         # both sections (about 15 minutes on 2 cores)
     python -m benchmarks.scale --sections eval --quick # or train; small sizes: a smoke run
-
-train: one Phase-2 step (Adagrad) on a fixed global batch by 1 process with 2 threads, 2 DDP processes
-(gloo) and 2 entity-parallel ones (``rotmem.distributed``), 1 thread each, at ICEWS05-15's size and at
-N = 1M (synthetic, dim 128): facts/s, the entity table + gradient + Adagrad state, peak RSS, per rank.
-eval: 1000 queries (both filters, every tie rule) of a synthetic graph, N = 10k .. 1M, dim 500: fused
-(``filtered_rank_counts``) against eager (``[B, N]`` scores, batch ``min(1000, 10^8 / N)``), seconds
-and the growth of torch-allocated memory. Rows carry the load average (the cores are shared).
 """
 
 from __future__ import annotations

@@ -2,11 +2,6 @@
 history term and the rule counts) at tiny shapes (dim 8, N = 100, batch 500), where what is left is
 Python, Lightning, logging, launches and the history's counting (on a GPU it sets the epoch's time).
 
-Variants, interleaved epoch by epoch: ``counts-in-step`` (the history counted in the step, as before
-the loader made the counts), ``counts-in-loader`` (what ``Phase2Module`` sets up now) and
-``no-history`` (the floor). Per variant: the step's milliseconds (``training_step`` through the
-optimizer), the batch's making, and the host syncs of one step (``rotmem.host_syncs``).
-
     python -m benchmarks.step_overhead                    # ~1 minute on 2 cores
     python -m benchmarks.step_overhead --epochs 1 --facts 2000 --out-dir /tmp/s   # smoke test
 """

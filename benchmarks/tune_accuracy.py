@@ -2,15 +2,6 @@
 
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.tune_accuracy \\
         --config icews05-15-romem-complex-rules --trials 12 --epochs 4 --threads 1
-
-Each trial trains the config's family and history term through ``rotmem.training.fit`` with the
-settings Optuna suggests (learning rate, N3 weight, rank, batch size), ranks the validation split
-after every epoch (time-aware filter, realistic ties) and scores the trial by its best epoch: early
-stopping on validation, so the test split is never read. Optuna's median pruner stops a trial whose
-epoch falls below the median of earlier trials at that epoch. The study lives in a journal file
-beside the CSV (``<out>.journal``): a stopped study resumes where it was, and ``--trials 0`` only
-rewrites the CSV from it. One row per trial and epoch: its settings, the validation MRR (time-aware
-and static) and whether the trial was pruned.
 """
 
 from __future__ import annotations

@@ -1,28 +1,4 @@
-"""A seeded generator for TEM's controlled state-update benchmark (see ``shared/design/TEM.md``).
-
-60 synthetic personas talk to an assistant over 10 sessions each (600 sessions). Three user facts
-change over the sessions: where the persona lives (``lives in``: 2-3 moves), what they work as
-(``works as``: 1-2 changes) and what they drink (``drinks``: 1-2 switches). Sessions also carry
-restatements of unchanged values ("Still enjoying life in Porto") and small talk with facts of other
-relations (``likes``, ``owns``), so a version group holds several records and retrieval has
-distractors. A move or a new job is often reported after the fact ("I moved to Porto two months
-ago"): its true day (``Fact.day``) is the session day minus that offset, which a time-aware memory
-can recover with ``rotmem.memory.temporal.time_expressions``.
-
-Every session comes with its dialogue turns and the facts a perfect extractor would return from them
-(TEM uses a frozen LLM as the extractor; here the generator's own facts stand in for it), each
-object occurring verbatim in the session text.
-
-420 questions, asked on ``StateUpdateBenchmark.now`` (after the last session), 7 per persona:
-
-- ``current`` (180): current residence, occupation and drink;
-- ``historical`` (180): the first residence ("when we first talked"), the drink before the latest
-  switch, and the occupation held in a named month (an explicit time, e.g. "in March 2019");
-- ``pre_move`` (60): the residence just before the latest move.
-
-Gold answers are key entities (a city, an occupation, a drink), scored by case-insensitive
-substring match (TEM's key-entity hit rate).
-"""
+"""A seeded generator for TEM's controlled state-update benchmark (see ``shared/design/TEM.md``)."""
 
 from __future__ import annotations
 

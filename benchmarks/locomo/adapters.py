@@ -1,19 +1,5 @@
 """A LoCoMo conversation (``rotmem.data.locomo``) written into a memory, one store session per
 LoCoMo session, dated.
-
-- Observations become facts with their speaker as subject (``observation_fact``): a sentence that
-  starts with the speaker's name is split into ``relation`` (the verb, with an auxiliary before it
-  and a preposition after it: "lives in", "is planning") and ``object`` (the rest); any other
-  sentence is ``(speaker, "said", sentence)``. The embedded fact text is then the sentence itself
-  (``subject relation object``), the relation type and weight come from ``RelationWeights`` ("lives
-  in" is residence), and a later fact of the same speaker and type marks the earlier one
-  ``[historical]``. ``t_happen``: the first time expression of the sentence resolved against the
-  session date ("painted a sunrise last year"), else the session date. Sources: the observation's
-  dialogue ids.
-- Turns go to the side store as ``"<speaker>: <text>"`` with their dialogue ids.
-- The session summary goes to the side store as a summary.
-
-Facts are not checked against the text (LoCoMo's observations paraphrase the dialogue).
 """
 
 from __future__ import annotations

@@ -1,33 +1,7 @@
 """LoCoMo evidence retrieval: which memory finds the dialogue turns a question's answer rests on.
 
-    python -m benchmarks.locomo                               # all 10 conversations, MiniLM
-    python -m benchmarks.locomo --generate mypkg.llm:reader    # also answers, token F1
-
-(the data is ``$ROTMEM_DATA_DIR/locomo/locomo10.json``, CC BY-NC 4.0.)
-
-Each conversation is its own memory (its questions are about it alone). For every question, every
-configuration retrieves k = 5, 10, 15 items; **evidence recall@k** is the fraction of the question's
-evidence dialogue ids covered by the ids of the retrieved items (a turn: its own id; a fact: the ids
-of the turns it was read from; an evidence unit: its source id). Questions without evidence are left
-out (4). *Evidence tokens*: tokens of the rendered evidence (MiniLM WordPiece, or whitespace words
-for the hashing encoder), mean per question. *p50 ms*: median time of one ``retrieve`` at k = 10,
-the question's embedding excluded (cached before timing). Rows per configuration x k x group (``all``,
-``cat1-4``, each category, ``tuning``, ``held-out``).
-
-Configurations (one encoder, all-MiniLM-L6-v2, for all):
-
-- ``dense-turns``: MiniLM over the raw turns (``"speaker: text"``), ``TEMStore.retrieve_turns``;
-- ``bm25-turns``: BM25 over the same turns (``rotmem.memory.retrieval.lexical``, bm25s);
-- ``hybrid-turns``: both, z-score fusion (``HybridRetriever`` on a turns-only store);
-- ``tem-observations``: ``TEMStore.retrieve`` over LoCoMo's observations as facts;
-- ``temporal-observations``: ``TemporalMemory.retrieve`` on the same facts (session dates as
-  ``t_obs``, time expressions for ``t_happen`` and query modes, ``S_final`` with RoMem fitted online);
-- ``rotmem-hybrid``: ``HybridRetriever`` over observations and turns (dense + BM25, grouped by
-  dialogue id, time boost); ``rotmem-hybrid-no-time`` and ``rotmem-hybrid-dense`` (no BM25, no time
-  boost) as ablations.
-
-The hybrid's two weights were chosen on conv-26, conv-30 and conv-41 (rows ``tuning``); rows
-``held-out`` are the other seven conversations.
+python -m benchmarks.locomo                               # all 10 conversations, MiniLM
+python -m benchmarks.locomo --generate mypkg.llm:reader    # also answers, token F1
 """
 
 from __future__ import annotations

@@ -1,27 +1,4 @@
-"""The deterministic label-aware reader of the state-update benchmark (no LLM).
-
-``LabelAwareReader`` is a ``rotmem.memory.llm.Reader``, ``reader(question, evidence) -> str``, that
-answers from the rendered evidence alone with fixed rules, so runs without an LLM are repeatable
-(an LLM reader sees the same two strings). Its tables must name it as "label-aware rule reader
-(no LLM)".
-
-How it reads the evidence (only what an LLM would be shown):
-
-- A *mention* is a known value of the asked slot (a city for "live", an occupation for "job"/"work",
-  a drink for "drink") on an evidence line that names the persona. On a line with several values
-  ("I moved from Lisbon to Porto") the earlier ones are older.
-- Status: a line with ``[historical]`` is superseded; when any line carries that label, unlabelled
-  lines are current.
-- Time: a ``YYYY-MM-DD:`` line prefix, else the date of the enclosing ``[session YYYY-MM-DD]``
-  header, moved by a relative expression on the line ("two months ago"); without either, a line's
-  position is its only order (later = newer).
-
-Rules by question: *current* -> the newest mention not labelled historical; *first* ("when we first
-talked") -> the oldest mention; *before moving/switching to X* -> the newest mention of another value
-than X (preferring labelled-historical ones); *in <month year>* -> the newest mention dated on or
-before the end of that span, or without dates the newest labelled-historical mention (else the newest).
-No mention -> ``"unknown"``.
-"""
+"""The deterministic label-aware reader of the state-update benchmark (no LLM)."""
 
 from __future__ import annotations
 

@@ -1,29 +1,7 @@
 """The controlled state-update benchmark (TEM.md): seven memory configurations, one evidence budget.
 
-    python -m benchmarks.state_update                      # MiniLM encoder, label-aware rule reader
-    python -m benchmarks.state_update --generate mypkg.llm:reader     # a real reader (an LLM)
-
-``--generate`` names a ``rotmem.memory.llm.Reader``: ``reader(question, evidence) -> answer``.
-Data: ``benchmarks.datasets.state_update`` (60 personas, 600 sessions, 420 questions, seeded). All
-configurations share one ``TemporalMemory`` (facts, dialogue turns, fact times) and the same budget of
-``k = 15`` evidence items per question:
-
-- ``naive-rag``: the 15 turns most similar to the question, most similar first, no session info;
-- ``session-rag``: the same 15 turns in session order under ``[session YYYY-MM-DD]`` headers;
-- ``overwrite``: only the latest version of every (subject, relation) group, top 15 by TEM's score;
-- ``unmarked``: TEM's top 15 records (all versions) in source order, labels removed;
-- ``tem``: TEM's top 15 records in source order with ``[historical]`` labels;
-- ``tem-dated``: the same records, each prefixed with the day it happened (``t_happen``);
-- ``romem``: ``S_sem * (1 + 0.3 * S_kge)`` over TEM's top 50, top 15 in source order, rendered like
-  ``tem-dated`` (RoMem fitted online on the stored facts).
-
-Facts come from a perfect extractor (the generator's own facts); ``t_happen`` is read from the text.
-Metrics per question type (``current``, ``historical``, ``pre_move``): *gold present* (a record of the
-asked slot with the gold value, or a turn of the persona naming it, is in the evidence); *gold
-labelled* (a historical gold: every mention labelled ``[historical]``; a current gold: a mention
-without the label and every other value of the slot labelled); *reader hit* (the answer contains the
-gold key entity); *evidence tokens* (MiniLM WordPiece for MiniLM, else whitespace words) and words,
-mean per question. Question embeddings are cached (``rotmem.memory.CachedEncoder``).
+python -m benchmarks.state_update                      # MiniLM encoder, label-aware rule reader
+python -m benchmarks.state_update --generate mypkg.llm:reader     # a real reader (an LLM)
 """
 
 from __future__ import annotations

@@ -3,10 +3,6 @@ linear layers quantized to int8 (``torch.ao.quantization.quantize_dynamic``), on
 sentences of 2012 (``fact_text``, each sentence once), interleaved round by round.
 
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.encoder_int8
-
-Per variant: sentences/s per round (median), and for int8 how close its embeddings stay to float32:
-the cosine of each sentence's two embeddings (min, median) and the overlap of each of the first 300
-sentences' 10 nearest neighbours among all of them (1.0: the same neighbours).
 """
 
 from __future__ import annotations

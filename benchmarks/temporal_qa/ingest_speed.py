@@ -2,13 +2,6 @@
 ``add_sessions`` call per day (a snapshot), embedding included; where the time goes.
 
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.ingest_speed
-
-Variants, side by side in one run over the same facts, each into a fresh in-memory store:
-``minilm, no cache`` (``embedding_cache=0``: every fact sentence embedded as it arrives; repeats inside
-one call still once), ``minilm, cache`` (the store's ``EmbeddingCache``, default: a sentence told again
-on a later day is not embedded again) and ``hashing, no cache`` (a model-free encoder: what the store
-itself costs). Per variant: facts/s, the texts embedded, seconds inside the encoder, the rest (store),
-and the encoder's sentences/s.
 """
 
 from __future__ import annotations

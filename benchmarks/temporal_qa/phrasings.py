@@ -1,11 +1,4 @@
-"""How the question templates say each ICEWS05-15 relation in words.
-
-``PHRASINGS[relation] = Phrasing(base, past, third)``: the verb phrase as the predicate of "Who did X
-{base}?", "Who {past} X?" and "Who {third} X these days?"; the relation's object follows the phrase.
-The table covers the 40 most frequent relations of ICEWS05-15 (95% of its facts); questions are asked
-only about these. The Semantic Speed Gate's paraphrase files (``rotmem/gate/paraphrases/``) hold every
-``base`` here, so the gate is checked on the words the questions use.
-"""
+"""How the question templates say each ICEWS05-15 relation in words."""
 
 from __future__ import annotations
 

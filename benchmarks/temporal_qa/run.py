@@ -1,25 +1,8 @@
 """Temporal question answering over ICEWS05-15 as an agent memory sees it (MultiTQ-style questions).
 
-    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa            # test set, 2012
-    python -m benchmarks.temporal_qa --split dev                                   # tune here
-    python -m benchmarks.temporal_qa --quick                                       # smoke, seconds
-
-1. Questions (``benchmarks.datasets.temporal_qa``) about the window (default the year 2012), gold
-   answers over the whole graph (train + valid + test); dev seed 1, test seed 2.
-2. Ingestion: the window's facts in date order, one session per day (``TemporalMemory.add_sessions``,
-   one batch per ``--days-per-batch`` days), each fact at its day; facts/s include embedding.
-3. RoMem fitted online on what the memory holds (``TemporalMemory.fit``, no Lightning): with the
-   Semantic Speed Gate's speeds (``--gate``; default: pretrained here on the ICEWS05-15 training
-   split), with alpha = 1 (no gate), TNTComplEx per-day embeddings in RoMem's place (discrete time),
-   and TNTComplEx with the history term of ``icews05-15-tntcomplex-history``, at the same settings.
-4. Every memory (``benchmarks.temporal_qa.memories``) ranks the top 10 facts of each question.
-   Retrieval: rank of the first fact with the question's relation and named entity whose answer slot
-   holds a gold answer (a time answer: its date starts with a gold period); MRR@10, Hits@1/5/10.
-   Reader (deterministic, no LLM): the answer slot of the ranked facts in order, duplicates dropped;
-   answer Hits@1/@10 (time answers matched by prefix). Latency: the ranking call per question, the
-   question's embedding excluded (computed once per question beforehand).
-
-Writes ``temporal_qa[_dev].csv`` (metrics per memory x slice), ``.md`` and ``.png`` beside ``--out``.
+ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa            # test set, 2012
+python -m benchmarks.temporal_qa --split dev                                   # tune here
+python -m benchmarks.temporal_qa --quick                                       # smoke, seconds
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """Dev-set tuning of the RoMem memory for temporal QA (dev seed 1 only; the test set is never read).
 
-    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.tune --gate gate.pt
-
-One ingestion (``run.ingest``, one day per call), then RoMem fitted with the gate for each of
-``--epochs`` and once without the gate (alpha = 1, the first ``--epochs``), and these rankers on
-the same questions: dense, hybrid and symbolic (the references); ``TemporalMemory.retrieve`` (dense
-top 50 x ``(1 + alpha_g · S_kge)``) for each ``--alpha-g``; ``romem-hybrid`` (hybrid top 50 +
-``beta · S_kge``) for each ``--beta``. Writes ``temporal_qa_dev_tuning.csv`` (``run.summarise``).
+ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.tune --gate gate.pt
 """
 
 from __future__ import annotations
