@@ -12,6 +12,7 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -50,11 +51,8 @@ def question(rng: random.Random) -> str:
 
 def new_fact(rng: random.Random, sid: str) -> dict:
     """A new fact, as the clients add them (one per session)."""
-    return {
-        "subject": f"persona{rng.randrange(PERSONAS)}",
-        "relation": rng.choice(RELATIONS),
-        "object": f"new{sid}",
-    }
+    subject, relation = f"persona{rng.randrange(PERSONAS)}", rng.choice(RELATIONS)
+    return {"subject": subject, "relation": relation, "object": f"new{sid}"}
 
 
 def preload_vectors(args, texts: list[str]) -> np.ndarray:
@@ -126,11 +124,8 @@ def targets(load: list[Row], curve: list[Row], clients: int) -> list[Row]:
         )
     rows = []
     for name, level, measured, texts, needed, sense in checks:
-        bound = (
-            level["search_p50_ms"]
-            if texts is None
-            else encoder_bound(curve, texts, level["mean_batch"] or 1.0)
-        )
+        batch = level["mean_batch"] or 1.0
+        bound = level["search_p50_ms"] if texts is None else encoder_bound(curve, texts, batch)
         ratio = measured / bound if bound else float("nan")
         rows.append({"row": "target", "backend": mixed["backend"], "records": mixed["records"],
                      "clients": clients, "adds_share": level["adds_share"], "mean_batch": level["mean_batch"],
@@ -156,34 +151,41 @@ def preload(location: str, namespace: str | None, rows, vectors) -> float:
     return time.perf_counter() - start
 
 
-class Postgres:
+@contextlib.contextmanager
+def postgres(folder: Path) -> Iterator[str]:
     """A Postgres server from Debian's binaries in ``folder`` (fsync on) for a ``with`` block: its DSN."""
+    from tests.postgres_server import postgres_bin, start_server, stop_server
 
-    def __init__(self, folder: Path):
-        from tests.postgres_server import postgres_bin
+    binaries = postgres_bin()
+    if binaries is None:
+        raise SystemExit("no Postgres binaries: apt-get install postgresql")
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o755)
+    dsn = start_server(folder, binaries, fsync=True)  # an earlier prepare's starts again
+    try:
+        yield dsn
+    finally:
+        stop_server(folder, binaries)
 
-        self.folder, self.binaries = folder, postgres_bin()
-        if self.binaries is None:
-            raise SystemExit("no Postgres binaries: apt-get install postgresql")
 
-    def __enter__(self) -> str:
-        from tests.postgres_server import start_server
+def fresh(store: str, backend: str, namespace: str) -> str:
+    """The location of an empty ``namespace`` in ``store`` (its SQLite file, or the Postgres DSN)."""
+    if backend == "postgres":
+        from rotmem.memory.storage.postgres import drop_namespace
 
-        self.folder.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.folder, 0o755)
-        return start_server(self.folder, self.binaries, fsync=True)  # an earlier prepare's starts again
-
-    def __exit__(self, *exc) -> None:
-        from tests.postgres_server import stop_server
-
-        stop_server(self.folder, self.binaries)
+        drop_namespace(store, namespace)
+        return store
+    Path(store).mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{store}/{namespace}.db{suffix}").unlink(missing_ok=True)
+    return f"{store}/{namespace}.db"
 
 
 def stores(args) -> Iterator[tuple[str, str]]:
     """``(backend, store)`` for each of ``--backends``, its server running while the caller uses it."""
     for backend in args.backends:
         if backend == "postgres":
-            with Postgres(Path(args.work) / "postgres") as dsn:
+            with postgres(Path(args.work) / "postgres") as dsn:
                 yield backend, dsn
         else:
             yield backend, str(Path(args.work) / "sqlite")
@@ -196,16 +198,8 @@ def run_prepare(args) -> None:
     rows = fact_rows(args.records)
     vectors = preload_vectors(args, [fact_text(*row) for row in rows])
     for backend, store in stores(args):
-        if backend == "sqlite":
-            Path(store).mkdir(parents=True, exist_ok=True)
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{store}/{NAMESPACE}.db{suffix}").unlink(missing_ok=True)
-            seconds = preload(f"{store}/{NAMESPACE}.db", None, rows, vectors)
-        else:
-            from rotmem.memory.storage.postgres import drop_namespace
-
-            drop_namespace(store, NAMESPACE)
-            seconds = preload(store, NAMESPACE, rows, vectors)
+        location = fresh(store, backend, NAMESPACE)
+        seconds = preload(location, NAMESPACE if backend == "postgres" else None, rows, vectors)
         print(f"{backend} preload: {seconds:.1f} s", flush=True)
     (work / "prepared.json").write_text(json.dumps({"records": args.records, "vectors": args.vectors}))
 
@@ -247,12 +241,9 @@ class Server:
         import httpx
 
         text = httpx.get(f"{self.url}/metrics", timeout=30).text
-        values = dict(
-            line.split() for line in text.splitlines() if line.startswith("rotmem_encoder_batch_size_")
-        )
-        return float(values["rotmem_encoder_batch_size_count"]), float(
-            values["rotmem_encoder_batch_size_sum"]
-        )
+        prefix = "rotmem_encoder_batch_size_"
+        values = dict(line.split() for line in text.splitlines() if line.startswith(prefix))
+        return float(values[f"{prefix}count"]), float(values[f"{prefix}sum"])
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
@@ -380,22 +371,14 @@ async def load_then_kill(server: Server, token: str, kill_after: float, prefix: 
 
 
 def run_crash(args, store: str, backend: str, keys: Path, tokens: dict) -> list[Row]:
-    from rotmem.memory.storage.postgres import drop_namespace
-
-    location = store if backend == "postgres" else str(Path(store) / f"{CRASH_NAMESPACE}.db")
-    if backend == "postgres":
-        drop_namespace(store, CRASH_NAMESPACE)
-    else:
-        for suffix in ("", "-wal", "-shm"):
-            Path(location + suffix).unlink(missing_ok=True)
+    location = fresh(store, backend, CRASH_NAMESPACE)
     acknowledged: list[tuple[str, str]] = []
     rows = []
     for cycle in range(1, args.cycles + 1):
         server = Server(store, keys, keys.parent / f"serve-{backend}-crash.log")
         server.wait_ready()
-        out = asyncio.run(
-            load_then_kill(server, tokens[CRASH_NAMESPACE], args.kill_after, f"{backend}-k{cycle}-")
-        )
+        kill = load_then_kill(server, tokens[CRASH_NAMESPACE], args.kill_after, f"{backend}-k{cycle}-")
+        out = asyncio.run(kill)
         acknowledged += out["acknowledged"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         seen = subprocess.run([sys.executable, "-c", READER, location, CRASH_NAMESPACE], capture_output=True,
@@ -436,9 +419,8 @@ def plot(rows: list[Row], path: Path) -> None:
         mine = [r for r in rows if r["backend"] == backend]
         n = [r["clients"] for r in mine]
         left.plot(n, [r["searches_per_s"] for r in mine], "o-", label=backend)
-        left.plot(
-            n, [0.8 * r["encoder_bound_per_s"] for r in mine], "x:", label=f"{backend}: 0.8 x encoder alone"
-        )
+        bound = [0.8 * r["encoder_bound_per_s"] for r in mine]
+        left.plot(n, bound, "x:", label=f"{backend}: 0.8 x encoder alone")
         right.plot(n, [r["search_p99_ms"] for r in mine], "o-", label=f"{backend} p99")
         right.plot(n, [r["search_p50_ms"] for r in mine], "x--", label=f"{backend} p50")
     for axis, label in ((left, "searches/s"), (right, "search latency, ms (MiniLM embedding included)")):
@@ -485,9 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         SPEC.run(args, command)
     if "crash" in args.phases:
         keys, tokens = make_keys(Path(args.work))
-        rows = [
-            row for backend, store in stores(args) for row in run_crash(args, store, backend, keys, tokens)
-        ]
+        rows = [r for backend, store in stores(args) for r in run_crash(args, store, backend, keys, tokens)]
         write_csv(args.out.with_name("memory_service_crash.csv"), rows, command, commit_of())
     return 0
 

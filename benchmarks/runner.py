@@ -158,20 +158,7 @@ def spread(times: Sequence[float], low: int = 20, high: int = 80, prefix: str = 
 
 @dataclass(frozen=True)
 class Benchmark:
-    """One benchmark: what it measures, and how its rows are summarised and drawn.
-
-    ``name``: the module under ``benchmarks`` (``"eval_speed"``, ``"temporal_qa.run"``); its CSV is
-    ``results/<csv_name>.csv`` unless ``--out``. ``doc``: the module docstring (its first line is the
-    ``--help`` description). ``measure(args)`` yields rows. ``add_arguments(parser)`` adds the
-    benchmark's own options. ``summarize(rows)`` returns lines printed and put above the markdown table
-    (ratios, means); ``plot(rows, path)`` draws ``path`` (a ``.png``). ``columns``: the markdown
-    table's columns (default: all but ``command`` and ``commit``). ``out_dir``: the option is
-    ``--out-dir`` (the CSV ``<out-dir>/<csv_name>.csv``; default ``results/``, or ``out_dir`` when
-    a path) instead of ``--out``; ``csv_name`` may be a
-    function of the arguments. ``partial``: rewrite the CSV after every row (a run stopped at a time
-    limit keeps what it measured). ``empty_ok``: measuring nothing is no error. Lines that ``measure``
-    appends to ``args.notes`` (failures, skips) follow the summary.
-    """
+    """One benchmark: ``measure(args)`` yields rows; the fields are described in benchmarks/README.md."""
 
     name: str
     doc: str | None
