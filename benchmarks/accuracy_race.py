@@ -215,12 +215,9 @@ def markdown(summary: list[dict], commands: list[str]) -> str:
 
 def plot(rows: list[dict], summary: list[dict], path: Path) -> None:
     """Left: validation MRR per epoch (mean ± sd band); right: the last epoch's test MRR (mean ± sd)."""
-    import matplotlib
+    from benchmarks.runner import save, subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, (left, right) = subplots(1, 2, figsize=(12, 4.6))
     runs = list(dict.fromkeys((r["model"], r["protocol"]) for r in rows))
     for model, protocol in runs:
         by_epoch: dict[float, list[float]] = {}
@@ -248,8 +245,7 @@ def plot(rows: list[dict], summary: list[dict], path: Path) -> None:
     for ax in (left, right):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save(fig, path)
 
 
 def write_outputs(rows: list[dict], out: Path) -> None:

@@ -18,7 +18,7 @@ import torch
 import yaml
 from scipy.stats import spearmanr
 
-from benchmarks.runner import Benchmark, Row, command_line, commit_of, write_csv
+from benchmarks.runner import Benchmark, Row, command_line, commit_of, save, subplots, write_csv
 from lightning_modules.phase1_gate import GateTransitionData, pretrain_gate
 from rotmem import configs
 from rotmem.data import load_dataset, synthetic_kg
@@ -117,14 +117,9 @@ def evaluate_setting(kg, setting: dict, seeds: int):
 def plot(
     alpha: torch.Tensor, data: GateTransitionData, spearman_all: float, path: Path, top: int = 12
 ) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     pairs, rate = data.all_transitions.per_relation()
     has = pairs > 0
-    fig, (left, right) = plt.subplots(1, 2, figsize=(15, 7), gridspec_kw={"width_ratios": [1, 1.25]})
+    fig, (left, right) = subplots(1, 2, figsize=(15, 7), gridspec_kw={"width_ratios": [1, 1.25]})
     left.scatter(rate[has], alpha[has], s=8 + 6 * torch.log1p(pairs[has].float()), alpha=0.6)
     left.set_xlabel("observed change rate of the relation's slots (train split)")
     left.set_ylabel("gate speed α")
@@ -142,8 +137,7 @@ def plot(
     right.axhline(top - 0.5, color="grey", lw=0.8, ls="--")
     right.set_xlabel("gate speed α")
     right.set_title(f"sorted α: the {top} most static (blue) and {top} most dynamic (red) relations")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save(fig, path)
     print(f"wrote {path}")
 
 

@@ -324,17 +324,14 @@ def summarize(rows: list[Row]) -> list[str]:
 
 def plot(rows: list[Row], png: Path) -> None:
     """One row of panels per (shape, dtype): speed-up over eager per op and mode, and peak memory."""
+    from benchmarks.runner import save, subplots
+
     rows = [r for r in rows if r["op"] != "copy"]
     providers = [p for p in PROVIDERS[1:] if any(r["provider"] == p for r in rows)]
     if not providers:
         return  # nothing to compare with eager
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     groups = sorted({(r["shape"], r["dtype"]) for r in rows})
-    fig, axes = plt.subplots(len(groups), 2, figsize=(15, 4.2 * len(groups)), squeeze=False)
+    fig, axes = subplots(len(groups), 2, figsize=(15, 4.2 * len(groups)), squeeze=False)
     for (shape, dtype), (speed_ax, memory_ax) in zip(groups, axes, strict=True):
         here = {
             (r["op"], r["mode"], r["provider"]): r for r in rows if (r["shape"], r["dtype"]) == (shape, dtype)
@@ -356,9 +353,7 @@ def plot(rows: list[Row], png: Path) -> None:
             )
             ax.set_title(f"{title}: {shape}, {dtype}", fontsize=9)
             ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, png, dpi=110)
 
 
 SPEC = Benchmark("kernels", __doc__, measure, add_arguments, summarize, plot, out_dir=True, partial=True,

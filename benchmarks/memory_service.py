@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.memory_common import p, parse, unit_vectors
-from benchmarks.runner import ROOT, Benchmark, Row, command_line, commit_of, write_csv
+from benchmarks.runner import ROOT, Benchmark, Row, command_line, commit_of, save, subplots, write_csv
 
 RELATIONS = ("lives in", "works as", "works for", "drinks", "likes", "owns", "plays", "studies")
 PERSONAS, PER_SESSION = 2000, 10
@@ -409,12 +409,7 @@ def plot(rows: list[Row], path: Path) -> None:
     rows = [r for r in rows if r["row"] == "load" and r["adds_share"] < 1]
     if not rows:
         return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (left, right) = subplots(1, 2, figsize=(10, 4))
     for backend in sorted({r["backend"] for r in rows}):
         mine = [r for r in rows if r["backend"] == backend]
         n = [r["clients"] for r in mine]
@@ -429,8 +424,7 @@ def plot(rows: list[Row], path: Path) -> None:
         axis.set_ylabel(label)
         axis.legend(fontsize=7)
     fig.suptitle(f"rotmem serve, {rows[0]['records']} records, 2-core CPU, server and clients on one machine")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save(fig, path)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 import argparse
 from pathlib import Path
 
-from benchmarks.runner import RESULTS, read_csv
+from benchmarks.runner import RESULTS, read_csv, save, subplots
 
 PAPER_STATIC_MRR = 0.726  # RoMem paper, ICEWS05-15, static filter
 
@@ -37,13 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--best", default="icews05-15-romem-complex-day", help="the race's model to draw")
     parser.add_argument("--out", type=Path, default=None, help="default: paper_curve.png beside --curve")
     args = parser.parse_args(argv)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     paper, best = read_curve(args.curve, args.model), read_curve(args.race, args.best)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = subplots(figsize=(8, 4.5))
     for curve, name, color in ((paper, args.model, "C0"), (best, args.best, "C3")):
         for kind, style in (("static", "-"), ("time-aware", "--")):
             points = curve.get(kind, [])
@@ -59,9 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     ax.set(xlabel="training minutes (2-core CPU, this machine)", ylabel="ICEWS05-15 test MRR, realistic ties")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="center right")
-    fig.tight_layout()
     out = args.out or args.curve.with_name("paper_curve.png")
-    fig.savefig(out, dpi=120)
+    save(fig, out)
     for kind, points in paper.items():
         minutes, mrr = points[-1]
         print(f"{args.model} {kind}: {mrr:.4f} after {minutes:.1f} min ({len(points)} evaluations)")

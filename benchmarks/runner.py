@@ -156,6 +156,25 @@ def spread(times: Sequence[float], low: int = 20, high: int = 80, prefix: str = 
     return {k: round(v, digits) for k, v in row.items()}
 
 
+def subplots(*grid: int, **options):
+    """``matplotlib.pyplot.subplots`` on the Agg backend (no display): ``(fig, axes)``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*grid, **options)
+
+
+def save(fig, path: Path, dpi: int = 120) -> None:
+    """Lay ``fig`` out, write it to ``path`` and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
+
 @dataclass(frozen=True)
 class Benchmark:
     """One benchmark: ``measure(args)`` yields rows; the fields are described in benchmarks/README.md."""

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from benchmarks.runner import Benchmark, Row, add_threads
+from benchmarks.runner import Benchmark, Row, add_threads, save, subplots
 
 FIELDS = (
     "section", "graph", "entities", "dim", "mode", "ranks", "threads_per_rank", "batch", "steps",
@@ -213,12 +213,7 @@ def eval_section(args) -> Iterator[dict]:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (left, right) = subplots(1, 2, figsize=(11, 4))
     for evaluator, marker in (("fused", "o"), ("eager", "s")):
         points = [(r["entities"], r["seconds"]) for r in rows if r["evaluator"] == evaluator]
         left.plot([n for n, _ in points], [s for _, s in points], marker=marker, label=evaluator)
@@ -237,8 +232,7 @@ def plot(rows: list[dict], path: Path) -> None:
     right.set(
         yscale="log", ylabel="facts / s", title="training step, 2 threads in all (MB: table+grad+state)"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save(fig, path)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 from benchmarks.locomo.adapters import add_conversation, session_input
 from benchmarks.memory_common import Notes, add_name, encoder_of, p, token_counter, torch_threads
 from benchmarks.memory_common import main as run_main
-from benchmarks.runner import Benchmark, Row
+from benchmarks.runner import Benchmark, Row, save, subplots
 from rotmem.data.locomo import CATEGORIES, Conversation, load_locomo
 from rotmem.memory import CachedEncoder, FitConfig, TemporalMemory, TEMStore
 from rotmem.memory.llm import load_reader
@@ -240,14 +240,9 @@ def _measure(args: argparse.Namespace) -> Iterator[Row]:
 
 def plot(rows: list[Row], path: Path) -> None:
     """Bars of evidence recall@10, overall and temporal (category 2), beside the published figures."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     at = {(r["config"], r["group"]): r["evidence_recall"] for r in rows if r["k"] == 10}
     configs = list(dict.fromkeys(r["config"] for r in rows))
-    fig, ax = plt.subplots(figsize=(10, 4.5))
+    fig, ax = subplots(figsize=(10, 4.5))
     x = np.arange(len(configs))
     ax.bar(x - 0.2, [at.get((c, "all"), 0.0) for c in configs], 0.4, label="all categories")
     ax.bar(x + 0.2, [at.get((c, "cat2"), 0.0) for c in configs], 0.4, label="temporal (category 2)")
@@ -259,9 +254,7 @@ def plot(rows: list[Row], path: Path) -> None:
     ax.set_ylim(0, 1)
     ax.set_title("LoCoMo evidence recall@10 (rotmem rows: no LLM)")
     ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
 
 
 SPEC = Benchmark("locomo", __doc__, measure, add_arguments, NOTES, plot)

@@ -23,7 +23,7 @@ import numpy as np
 
 from benchmarks.datasets.temporal_qa import SPLITS, Question, generate
 from benchmarks.memory_common import Notes, add_name, encoder_of, icews_facts, p, parse, torch_threads
-from benchmarks.runner import Benchmark, Row, command_line
+from benchmarks.runner import Benchmark, Row, command_line, save, subplots
 from benchmarks.temporal_qa import memories
 from rotmem import configs
 from rotmem.data import date_of, day_of
@@ -183,15 +183,10 @@ def summarise(rows: Sequence[dict]) -> list[dict]:
 
 def plot(rows: list[Row], path: Path) -> None:
     """Retrieval MRR@10 per memory, overall and per question type."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = list(dict.fromkeys(r["memory"] for r in rows))
     kept = [r for r in rows if r["slice"] in ("all", "qtype")]
     types = list(dict.fromkeys(r["value"] for r in kept))
-    fig, ax = plt.subplots(figsize=(14, 5.5))
+    fig, ax = subplots(figsize=(14, 5.5))
     width = 0.8 / len(names)
     for i, name in enumerate(names):
         mrr = {r["value"]: r["mrr"] for r in kept if r["memory"] == name}
@@ -200,9 +195,7 @@ def plot(rows: list[Row], path: Path) -> None:
     ax.set_ylabel("retrieval MRR@10")
     ax.set_title(f"temporal QA ({rows[0]['questions']} questions)")
     ax.legend(fontsize=8, ncols=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path, dpi=110)
 
 
 def load_setup(args: argparse.Namespace) -> Setup:
