@@ -6,8 +6,6 @@ the end, for the last epoch and for the best-validation (monitored) epoch.
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.accuracy_race --budget-epochs 1 --seeds 0 1 2
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.accuracy_race (from the checkout's root)")
 

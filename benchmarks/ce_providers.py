@@ -1,7 +1,5 @@
 """Other implementations of the 1-vs-all cross-entropy, as providers for ``benchmarks.kernels``."""
 
-from __future__ import annotations
-
 from types import SimpleNamespace
 
 import torch

@@ -3,8 +3,6 @@
 python -m benchmarks.cpu_isa --threads 1 --rounds 7
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.cpu_isa (from the checkout's root)")
 

@@ -1,7 +1,5 @@
 """Time full filtered evaluation of an ICEWS05-15 split at the paper's size (dim 500, k = 3)."""
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.eval_speed (from the checkout's root)")
 

@@ -6,8 +6,6 @@
         --gate ~/.cache/rotmem/gates/synthetic/gate.pt --out benchmarks/results/gate_ablation_synthetic.csv
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gate_ablation (from the checkout's root)")
 

@@ -3,8 +3,6 @@
 ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_regularisation
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gate_regularisation (from the checkout's root)")
 

@@ -4,8 +4,6 @@ ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate_report            # ~7 
 python -m benchmarks.gate_report --seeds 3 --skip-paper                   # quick
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gate_report (from the checkout's root)")
 

@@ -12,8 +12,6 @@ process group and time limit (then SIGKILL and rc 124, as ``timeout``), its outp
 QUEUE: NUL-terminated words, per step NAME, LIMIT (s), ARGC, then the command's ARGC words.
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gpu_check_dry_run (from the checkout's root)")
 

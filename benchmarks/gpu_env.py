@@ -3,8 +3,6 @@
 python -m benchmarks.gpu_env
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gpu_env (from the checkout's root)")
 

@@ -4,8 +4,6 @@ python -m benchmarks.gpu_eval [--split test] [--dim 500] [--k 3] [--out results/
 python -m benchmarks.gpu_eval --dry-run     # parse, load, each split's first batch, the CPU, dim 8
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gpu_eval (from the checkout's root)")
 

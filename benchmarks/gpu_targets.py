@@ -7,8 +7,6 @@ compared against (``docs/gpu.md``).
                                       # gpu_targets.md has docs/gpu.md's tables
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gpu_targets (from the checkout's root)")
 

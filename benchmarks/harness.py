@@ -2,8 +2,6 @@
 the demo config's history term and a quiet Lightning trainer.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 
 import torch

@@ -4,8 +4,6 @@ python -m benchmarks.kernels --device cuda --dtype float32,tf32,bfloat16 --budge
 python -m benchmarks.kernels --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.kernels (from the checkout's root)")
 

@@ -2,8 +2,6 @@
 table, ``--name`` (an output stem beside ``--out``), torch threads, timing, random unit vectors, the
 ICEWS05-15 facts as strings, and evidence token counts."""
 
-from __future__ import annotations
-
 import argparse
 import contextlib
 import os

@@ -4,8 +4,6 @@ python -m benchmarks.memory_scale                      # 100,000 records
 python -m benchmarks.memory_scale --records 20000 --queries 50 --no-minilm   # quick
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.memory_scale (from the checkout's root)")
 

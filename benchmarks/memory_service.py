@@ -5,8 +5,6 @@ python -m benchmarks.memory_service load crash       # the timed part (~7 minute
 python -m benchmarks.memory_service encoder --device cuda   # the encoder's curve alone
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.memory_service (from the checkout's root)")
 

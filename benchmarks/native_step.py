@@ -3,8 +3,6 @@
 python -m benchmarks.native_step --threads 2 --rounds 9
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.native_step (from the checkout's root)")
 

@@ -3,8 +3,6 @@
 python -m benchmarks.pgvector_search      # -> benchmarks/results/memory_service/pgvector.csv
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.pgvector_search (from the checkout's root)")
 

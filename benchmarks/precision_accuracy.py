@@ -7,8 +7,6 @@ optimizer state and everything else), on the CPU.
     python -m benchmarks.precision_accuracy --epochs 1 --facts 20000 --out-dir /tmp/p   # smoke test
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.precision_accuracy (from the checkout's root)")
 

@@ -1,7 +1,5 @@
 """The one runner every benchmark is a spec on: rows → CSV (with its command and commit) → markdown → plot."""
 
-from __future__ import annotations
-
 import argparse
 import csv
 import os

@@ -5,8 +5,6 @@ time and memory as the number of entities grows (method and figures: docs/scale.
     python -m benchmarks.scale --sections eval --quick # or train; small sizes: a smoke run
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.scale (from the checkout's root)")
 

@@ -6,8 +6,6 @@ Python, Lightning, logging, launches and the history's counting (on a GPU it set
     python -m benchmarks.step_overhead --epochs 1 --facts 2000 --out-dir /tmp/s   # smoke test
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.step_overhead (from the checkout's root)")
 

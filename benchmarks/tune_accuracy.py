@@ -4,8 +4,6 @@
         --config icews05-15-romem-complex-rules --trials 12 --epochs 4 --threads 1
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.tune_accuracy (from the checkout's root)")
 

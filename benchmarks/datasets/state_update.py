@@ -1,7 +1,5 @@
 """A seeded generator for TEM's controlled state-update benchmark (see ``shared/design/TEM.md``)."""
 
-from __future__ import annotations
-
 import calendar
 import datetime as dt
 from dataclasses import dataclass, field

@@ -1,7 +1,5 @@
 """MultiTQ-style temporal questions generated from a temporal KG (ICEWS05-15: train + valid + test)."""
 
-from __future__ import annotations
-
 import bisect
 import calendar
 import datetime as dt

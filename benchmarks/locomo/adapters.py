@@ -2,8 +2,6 @@
 LoCoMo session, dated.
 """
 
-from __future__ import annotations
-
 import math
 import re
 from typing import Any

@@ -4,8 +4,6 @@ python -m benchmarks.locomo                               # all 10 conversations
 python -m benchmarks.locomo --generate mypkg.llm:reader    # also answers, token F1
 """
 
-from __future__ import annotations
-
 import argparse
 import os
 import statistics

@@ -1,7 +1,5 @@
 """The deterministic label-aware reader of the state-update benchmark (no LLM)."""
 
-from __future__ import annotations
-
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass

@@ -4,8 +4,6 @@ python -m benchmarks.state_update                      # MiniLM encoder, label-a
 python -m benchmarks.state_update --generate mypkg.llm:reader     # a real reader (an LLM)
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.state_update (from the checkout's root)")
 

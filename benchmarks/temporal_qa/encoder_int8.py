@@ -5,8 +5,6 @@ sentences of 2012 (``fact_text``, each sentence once), interleaved round by roun
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.encoder_int8
 """
 
-from __future__ import annotations
-
 import argparse
 import statistics
 import time

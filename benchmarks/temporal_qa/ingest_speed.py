@@ -4,8 +4,6 @@
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.ingest_speed
 """
 
-from __future__ import annotations
-
 import argparse
 import time
 from collections import defaultdict

@@ -1,7 +1,5 @@
 """The memories compared on temporal questions: each ranks stored facts (record ids) for a question."""
 
-from __future__ import annotations
-
 import numpy as np
 
 from rotmem.memory import BestMemory

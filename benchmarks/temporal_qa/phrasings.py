@@ -1,7 +1,5 @@
 """How the question templates say each ICEWS05-15 relation in words."""
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 

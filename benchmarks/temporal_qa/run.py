@@ -5,8 +5,6 @@ python -m benchmarks.temporal_qa --split dev                                   #
 python -m benchmarks.temporal_qa --quick                                       # smoke, seconds
 """
 
-from __future__ import annotations
-
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.temporal_qa (from the checkout's root)")
 

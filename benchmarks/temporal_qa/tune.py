@@ -3,8 +3,6 @@
 ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.tune --gate gate.pt
 """
 
-from __future__ import annotations
-
 import argparse
 import time
 from collections.abc import Iterator
