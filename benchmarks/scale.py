@@ -62,9 +62,8 @@ def training_facts(spec: TrainSpec) -> tuple[torch.Tensor, float]:
 def train_worker(rank: int, spec: TrainSpec, folder: str) -> None:
     torch.set_num_threads(spec.threads)
     if spec.world > 1:
-        dist.init_process_group(
-            "gloo", init_method=f"file://{folder}/rendezvous", rank=rank, world_size=spec.world
-        )
+        rendezvous = f"file://{folder}/rendezvous"
+        dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=spec.world)
     from rotmem.distributed import ShardedEntityTable, entity_parallel_loss
     from rotmem.losses import Objective, embedding_regularizer
     from rotmem.models.romem import RoMem
@@ -84,10 +83,8 @@ def train_worker(rank: int, spec: TrainSpec, folder: str) -> None:
 
         def forward(self, batch: torch.Tensor) -> torch.Tensor:
             if table is not None:
-                terms = entity_parallel_loss(
-                    model, table, batch, lambda m, f: {"reg": embedding_regularizer(m, f)}
-                )
-                return objective.total(terms)
+                regularizer = lambda m, f: {"reg": embedding_regularizer(m, f)}
+                return objective.total(entity_parallel_loss(model, table, batch, regularizer))
             return phase2_loss(model, {"facts": batch}, objective, sigma_years=0.5)[0]
 
     loss_of = torch.nn.parallel.DistributedDataParallel(Loss()) if spec.mode == "ddp" else Loss()
@@ -136,16 +133,10 @@ def train_worker(rank: int, spec: TrainSpec, folder: str) -> None:
 
 def run_training(spec: TrainSpec) -> dict:
     with tempfile.TemporaryDirectory() as folder:
-        mp.start_processes(
-            train_worker, args=(spec, folder), nprocs=spec.world, join=True, start_method="spawn"
-        )
+        mp.start_processes(train_worker, (spec, folder), nprocs=spec.world, start_method="spawn")
         ranks = [torch.load(Path(folder) / f"rank{r}.pt") for r in range(spec.world)]
-    return {
-        "seconds": max(r["seconds"] for r in ranks),
-        "facts_per_s": min(r["facts_per_s"] for r in ranks),
-        "table_grad_state_mb_per_rank": max(r["table_grad_state_mb_per_rank"] for r in ranks),
-        "peak_rss_mb_per_rank": max(r["peak_rss_mb_per_rank"] for r in ranks),
-    }
+    worst = dict(seconds=max, facts_per_s=min, table_grad_state_mb_per_rank=max, peak_rss_mb_per_rank=max)
+    return {key: pick(r[key] for r in ranks) for key, pick in worst.items()}
 
 
 def train_section(args) -> Iterator[dict]:
@@ -221,15 +212,12 @@ def plot(rows: list[dict], path: Path) -> None:
     train = [r for r in rows if r["section"] == "train"]
     bars = right.bar(range(len(train)), [r["facts_per_s"] for r in train])
     for bar, r in zip(bars, train, strict=True):
-        right.annotate(
-            f"{r['table_grad_state_mb_per_rank']:.0f} MB", (bar.get_x(), bar.get_height()), fontsize=7
-        )
-    right.set_xticks(
-        range(len(train)), [f"{r['graph']}\n{r['mode']} x{r['ranks']}" for r in train], fontsize=6
-    )
-    right.set(
-        yscale="log", ylabel="facts / s", title="training step, 2 threads in all (MB: table+grad+state)"
-    )
+        mb = f"{r['table_grad_state_mb_per_rank']:.0f} MB"
+        right.annotate(mb, (bar.get_x(), bar.get_height()), fontsize=7)
+    labels = [f"{r['graph']}\n{r['mode']} x{r['ranks']}" for r in train]
+    right.set_xticks(range(len(train)), labels, fontsize=6)
+    title = "training step, 2 threads in all (MB: table+grad+state)"
+    right.set(yscale="log", ylabel="facts / s", title=title)
     save(fig, path)
 
 

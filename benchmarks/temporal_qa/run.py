@@ -53,16 +53,14 @@ class Setup:
 
 
 def load_vectors(encoder: CachedEncoder, path: Path) -> int:
-    """Serve the fact sentences of the memory file ``path`` (an earlier run's, same encoder) from its
-    stored vectors: accuracy runs skip re-embedding (then facts/s is not a measurement)."""
+    """Serve the fact sentences of an earlier run's memory file ``path`` from its stored vectors."""
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         (name,) = db.execute("SELECT value FROM meta WHERE key = 'encoder'").fetchone()
         if name != encoder.name:
             raise ValueError(f"{path} was embedded with {name}, not {encoder.name}")
         rows = db.execute("SELECT subject, relation, object, vector FROM facts").fetchall()
-    encoder.put(
-        [fact_text(h, r, t) for h, r, t, _ in rows], np.stack([np.frombuffer(v, "<f4") for *_, v in rows])
-    )
+    vectors = np.stack([np.frombuffer(v, "<f4") for *_, v in rows])
+    encoder.put([fact_text(h, r, t) for h, r, t, _ in rows], vectors)
     return len(rows)
 
 
@@ -74,9 +72,8 @@ def ingest(memory: TemporalMemory, facts: Sequence[tuple[str, str, str, int]], d
     days = sorted(by_day)
     t0 = time.perf_counter()
     for start in range(0, len(days), days_per_batch):
-        memory.add_sessions(
-            dict(session_id=date_of(d), facts=by_day[d], date=d) for d in days[start : start + days_per_batch]
-        )
+        batch = days[start : start + days_per_batch]
+        memory.add_sessions(dict(session_id=date_of(d), facts=by_day[d], date=d) for d in batch)
     seconds = time.perf_counter() - t0
     return {
         "facts": len(facts),
@@ -87,8 +84,7 @@ def ingest(memory: TemporalMemory, facts: Sequence[tuple[str, str, str, int]], d
 
 
 def change_rate_speeds(facts) -> dict[str, float]:
-    """Per relation, the fraction of consecutive same-slot observations whose tail changed (no MLP:
-    the ``--quick`` stand-in for a gate)."""
+    """Per relation, the share of consecutive same-slot observations whose tail changed (``--quick``)."""
     slots: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
     for f in facts:
         slots[(f.head, f.relation)].append((f.t_happen, f.tail))
@@ -214,9 +210,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
 def _measure(setup: Setup, args: argparse.Namespace) -> Iterator[Row]:
     encoder = CachedEncoder(encoder_of(args.encoder))
     if args.encoder_cache:
-        print(
-            f"{load_vectors(encoder, args.encoder_cache)} fact vectors from {args.encoder_cache}", flush=True
-        )
+        print(f"{load_vectors(encoder, args.encoder_cache)} vectors from {args.encoder_cache}", flush=True)
     window_facts = [f for f in setup.facts if setup.window[0] <= f[3] <= setup.window[1]]
     memory = TemporalMemory(encoder=encoder, verify=False, synchronous="OFF")
     stats = ingest(memory, window_facts, args.days_per_batch)
@@ -293,33 +287,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=tuple(SEEDS), default="test")
     parser.add_argument("--start", default="2012-01-01", help="first day of the question window")
     parser.add_argument("--end", default="2012-12-31", help="last day of the question window")
-    parser.add_argument(
-        "--scale", type=float, default=None, help="questions per type x scale (test 1, dev 0.5)"
-    )
-    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--scale", type=float, help="questions per type x scale (test 1, dev 0.5)")
+    parser.add_argument("--data-dir")
     parser.add_argument("--encoder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--memories", nargs="+", choices=MEMORIES, default=list(MEMORIES))
     parser.add_argument("--gate", help="a Semantic Speed Gate file (default: pretrain one beside --out)")
     parser.add_argument("--fit-epochs", type=int, default=20)
-    parser.add_argument("--ablation-epochs", type=int, default=None, help="no-gate, discrete, history fits")
-    parser.add_argument("--questions", type=int, default=None, help="every n-th question, this many")
-    parser.add_argument(
-        "--alpha-g", type=float, default=0.3, help="TemporalMemory's S_sem * (1 + alpha_g * S_kge)"
-    )
+    parser.add_argument("--ablation-epochs", type=int, help="no-gate, discrete, history fits")
+    parser.add_argument("--questions", type=int, help="every n-th question, this many")
+    parser.add_argument("--alpha-g", type=float, default=0.3, help="S_sem * (1 + alpha_g * S_kge)")
     parser.add_argument("--beta", type=float, default=1.0, help="romem-hybrid: hybrid score + beta * S_kge")
     parser.add_argument(
-        "--time-pool", type=int, default=memories.TIME_POOL, help="candidates the time constraint sees"
+        "--time-pool", type=int, default=memories.TIME_POOL, help="time-constraint candidates"
     )
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument(
-        "--encoder-cache", type=Path, default=None, help="an earlier run's memory file (same encoder)"
-    )
+    parser.add_argument("--encoder-cache", type=Path, help="an earlier run's memory file (same encoder)")
     parser.add_argument("--days-per-batch", type=int, default=1, help="daily sessions per add_sessions call")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    parser.add_argument(
-        "--quick", action="store_true", help="two weeks, hashing encoder, 1 epoch: a smoke run"
-    )
+    parser.add_argument("--quick", action="store_true", help="two weeks, hashing encoder, 1 epoch: smoke")
     add_name(parser)
 
 
