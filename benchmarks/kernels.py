@@ -17,18 +17,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
-from benchmarks import ce_providers
 from benchmarks.harness import TAU0, cpu_peak_bytes, step
 from benchmarks.runner import Benchmark, Row, add_threads, command_line, interleaved, spread, synchronize
 from rotmem.ops import reference
 from rotmem.ops.backend import _load, available
+from rotmem.ops.linear_cross_entropy import linear_cross_entropy
 
 OPS = ("rotate", "unrotated_query_indexed", "cross_entropy_all", "n3", "score_all", "step")
 MODES = ("forward", "backward", "forward+backward")
-PROVIDERS = ("eager", "compile", "native", "triton", *ce_providers.PROVIDERS)
+PROVIDERS = ("eager", "compile", "native", "triton", "linear", "liger", "cce")
 CE_OPS = ("cross_entropy_all", "step")  # the ops the cross-entropy providers time
 PRECISIONS = {"float32": (torch.float32, False), "tf32": (torch.float32, True)}
 PRECISIONS["bfloat16"] = (torch.bfloat16, False)
@@ -105,6 +106,41 @@ def op_function(op: str, ops_module) -> Callable:
     return getattr(ops_module, op)
 
 
+# Other implementations of the 1-vs-all cross-entropy, as providers: the reference ops with their
+# ``cross_entropy_all`` (a step's gain over eager is then the cross-entropy's).
+def _liger(q, entity, target, reduction: str = "mean") -> torch.Tensor:
+    from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+
+    out = liger_fused_linear_cross_entropy(q, entity, target, reduction=reduction)
+    return (out[0] if isinstance(out, tuple) else out).float()
+
+
+def _cce(q, entity, target, reduction: str = "mean") -> torch.Tensor:
+    from cut_cross_entropy import linear_cross_entropy as cut_cross_entropy
+
+    # filter_eps=None: exact gradients (CCE's default skips the gradient of logits whose softmax is
+    # below a threshold, an approximation the other providers do not make)
+    return cut_cross_entropy(q, entity, target, reduction=reduction, filter_eps=None).float()
+
+
+CE_PROVIDERS = {"linear": linear_cross_entropy, "liger": _liger, "cce": _cce}
+_IMPORT = {"liger": ("liger_kernel", "liger-kernel"), "cce": ("cut_cross_entropy", "cut-cross-entropy")}
+
+
+def unavailable_reason(name: str, device: str) -> str:
+    """Why cross-entropy provider ``name`` cannot run on ``device`` here ("" when it can)."""
+    if name not in _IMPORT:
+        return ""
+    module, package = _IMPORT[name]
+    if device != "cuda":
+        return f"{name} runs Triton kernels on a GPU only"
+    try:
+        __import__(module)
+    except ImportError as error:
+        return f"{name} is not installed (pip install {package}): {error}"
+    return ""
+
+
 def providers_for(device: str, wanted: list[str]) -> dict[str, object]:
     """Provider name -> ops module (``compile`` uses the reference) for those that run here."""
     found = {}
@@ -113,12 +149,12 @@ def providers_for(device: str, wanted: list[str]) -> dict[str, object]:
             raise SystemExit(f"unknown provider {name!r}; expected some of {','.join(PROVIDERS)}")
         if name in ("eager", "compile"):
             found[name] = reference
-        elif name in ce_providers.PROVIDERS:
-            why = ce_providers.unavailable_reason(name, device)
-            if why:
+        elif name in CE_PROVIDERS:
+            if why := unavailable_reason(name, device):
                 print(f"provider {name} skipped: {why}", flush=True)
             else:
-                found[name] = ce_providers.provider(name)
+                ops = {op: getattr(reference, op) for op in dir(reference) if not op.startswith("_")}
+                found[name] = SimpleNamespace(**ops | {"cross_entropy_all": CE_PROVIDERS[name]})
         elif name == "triton" and device != "cuda":
             continue  # the CPU interpreter is a test tool, not something to time
         elif available(name, device):
@@ -243,14 +279,13 @@ def tf32_products(enabled: bool):
 def run_job(job: Job, device: str, providers, reps: int, warmup: int):
     """Rows and failure lines of one job, in every mode it is timed in."""
     keep = job.op in CE_OPS and job.shape.name != "bandwidth"
-    providers = {k: v for k, v in providers.items() if k not in ce_providers.PROVIDERS or keep}
+    providers = {k: v for k, v in providers.items() if k not in CE_PROVIDERS or keep}
     if job.shape.name not in COMPILE_SHAPES:
         providers.pop("compile", None)
     modes = ("forward",) if job.op == "score_all" else MODES
     if job.shape.name == "large":  # each run takes tens of seconds on a CPU, tenths on a GPU
-        modes, reps, warmup = (
-            (modes, max(3, reps // 10), warmup) if device == "cuda" else (("forward+backward",), 1, 0)
-        )
+        on_gpu = (modes, max(3, reps // 10), warmup)
+        modes, reps, warmup = on_gpu if device == "cuda" else (("forward+backward",), 1, 0)
     if job.shape.name == "bandwidth":
         modes = ("forward",)
     with tf32_products(PRECISIONS[job.dtype][1] and device == "cuda"):
@@ -331,9 +366,8 @@ def plot(rows: list[Row], png: Path) -> None:
     groups = sorted({(r["shape"], r["dtype"]) for r in rows})
     fig, axes = subplots(len(groups), 2, figsize=(15, 4.2 * len(groups)), squeeze=False)
     for (shape, dtype), (speed_ax, memory_ax) in zip(groups, axes, strict=True):
-        here = {
-            (r["op"], r["mode"], r["provider"]): r for r in rows if (r["shape"], r["dtype"]) == (shape, dtype)
-        }
+        mine = [r for r in rows if (r["shape"], r["dtype"]) == (shape, dtype)]
+        here = {(r["op"], r["mode"], r["provider"]): r for r in mine}
         keys = [(op, mode) for op, mode, p in here if p == "eager"]
         width = 0.8 / len(providers)
         for i, p in enumerate(providers):
@@ -346,9 +380,8 @@ def plot(rows: list[Row], png: Path) -> None:
         speed_ax.set_yscale("log")  # speed-ups span 0.5x to 50x
         for ax, title in ((speed_ax, "speed-up over eager (x, log)"), (memory_ax, "peak memory / eager")):
             ax.axhline(1.0, color="black", linewidth=0.8)
-            ax.set_xticks(
-                range(len(keys)), [f"{op}\n{mode}" for op, mode in keys], fontsize=7, rotation=45, ha="right"
-            )
+            labels = [f"{op}\n{mode}" for op, mode in keys]
+            ax.set_xticks(range(len(keys)), labels, fontsize=7, rotation=45, ha="right")
             ax.set_title(f"{title}: {shape}, {dtype}", fontsize=9)
             ax.legend(fontsize=8)
     save(fig, png, dpi=110)
