@@ -25,8 +25,7 @@ RELATIONS = ("lives in", "works as", "works for", "drinks", "likes", "owns", "mo
 
 
 def make_sessions(records: int, per_session: int, rng: np.random.Generator, encoder: CachedEncoder):
-    """``records`` facts in sessions of ``per_session``, each object in the session text; their fact
-    sentences get random unit vectors in ``encoder``."""
+    """``records`` facts in sessions of ``per_session``; their sentences get random vectors in ``encoder``."""
     sessions, personas = [], max(1, records // 200)
     for s in range(records // per_session):
         facts = [(f"persona{rng.integers(personas)}", str(rng.choice(RELATIONS)), f"value{s}x{i}")
@@ -53,9 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--per-session", type=int, default=10, help="facts per session")
     parser.add_argument("--batch-sessions", type=int, default=500, help="sessions per add_sessions call")
-    parser.add_argument(
-        "--single-sessions", type=int, default=300, help="sessions timed one add_session each"
-    )
+    parser.add_argument("--single-sessions", type=int, default=300, help="sessions timed one at a time")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("-k", type=int, default=15)
     parser.add_argument("--dim", type=int, default=384)
@@ -67,9 +64,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         return dict(metric=metric, index=index, threads=threads, records=args.records, value=round(value, 4),
                     unit=unit, note=note)  # fmt: skip
 
-    def percentiles(
-        name: str, wall: list[float], cpu: list[float], index="", threads="", note=""
-    ) -> Iterator[Row]:
+    def percentiles(name: str, wall: list, cpu: list, index="", threads="", note="") -> Iterator[Row]:
         for clock, samples in (("", wall), ("_cpu", cpu)):
             for q in (50, 95):
                 yield row(f"{name}{clock}_p{q}_ms", p(samples, q), "ms", index, threads, note)
@@ -106,9 +101,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         for backend, options in setups:
             with TEMStore(path, encoder=encoder, index_backend=backend, index_options=options) as store:
                 store.retrieve_vector(queries[0], args.k)  # warm-up
-                wall, cpu = timed(
-                    lambda i, store=store: store.retrieve_vector(queries[i], args.k), len(queries)
-                )
+                search = lambda i, store=store: store.retrieve_vector(queries[i], args.k)  # noqa: E731
+                wall, cpu = timed(search, len(queries))
             threads = "" if backend == "torch" else ("openmp" if options else "1")
             note = f"k={args.k}, embedding excluded; {load_average()}"
             yield from percentiles("retrieve", wall, cpu, backend, threads, note)

@@ -75,9 +75,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         yield row("MiniLM", "batch of 16", lambda: encoder.encode(questions), per=BATCH)
 
 
-SPEC = Benchmark(
-    "memory_service_causes", __doc__, measure, add_arguments, csv_name="memory_service/memory_service_causes"
-)
+CSV = "memory_service/memory_service_causes"
+SPEC = Benchmark("memory_service_causes", __doc__, measure, add_arguments, csv_name=CSV)
 
 if __name__ == "__main__":
     raise SystemExit(run_main(SPEC))  # --out: the CSV or its folder
