@@ -33,21 +33,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="icews05-15-chronor")
     parser.add_argument("--race", type=Path, default=RESULTS / "accuracy_race" / "accuracy_race.csv")
     parser.add_argument("--best", default="icews05-15-romem-complex-day", help="the race's model to draw")
-    parser.add_argument("--out", type=Path, default=None, help="default: paper_curve.png beside --curve")
+    parser.add_argument("--out", type=Path, help="default: paper_curve.png beside --curve")
     args = parser.parse_args(argv)
     paper, best = read_curve(args.curve, args.model), read_curve(args.race, args.best)
     fig, ax = subplots(figsize=(8, 4.5))
     for curve, name, color in ((paper, args.model, "C0"), (best, args.best, "C3")):
         for kind, style in (("static", "-"), ("time-aware", "--")):
             points = curve.get(kind, [])
-            ax.plot(
-                [p[0] for p in points],
-                [p[1] for p in points],
-                style,
-                color=color,
-                marker=".",
-                label=f"{name}, {kind}",
-            )
+            minutes, mrr = [p[0] for p in points], [p[1] for p in points]
+            ax.plot(minutes, mrr, style, color=color, marker=".", label=f"{name}, {kind}")
     ax.axhline(PAPER_STATIC_MRR, color="grey", linestyle=":", label=f"paper, static ({PAPER_STATIC_MRR})")
     ax.set(xlabel="training minutes (2-core CPU, this machine)", ylabel="ICEWS05-15 test MRR, realistic ties")
     ax.grid(alpha=0.3)

@@ -36,38 +36,25 @@ def train_and_evaluate(kg, precision: str, rank: int, epochs: int, accelerator: 
     pl.seed_everything(0, verbose=False)
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     data = TemporalKGDataModule(kg=kg, batch_size=500, num_negative_times=0)
-    family = RoMemComplEx(
-        data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=2 * rank, **FAMILY
-    )
-    module = Phase2Module(
-        family,
-        history=demo_history(),
-        regularizer="modulus3",
-        regularizer_weight=1e-3,
-        smoothness_weight=1.0,
-        time_weight=0.0,
-    )
+    shape = dict(tau0=data.tau0, num_days=data.num_days, dim=2 * rank)
+    family = RoMemComplEx(data.num_entities, data.num_relations, **shape, **FAMILY)
+    objective = dict(regularizer="modulus3", regularizer_weight=1e-3, smoothness_weight=1.0, time_weight=0.0)
+    module = Phase2Module(family, history=demo_history(), **objective)
     precision = "32-true" if precision == "tf32" else precision
     trainer = quiet_trainer(root, max_epochs=epochs, precision=precision, accelerator=accelerator)
     trainer.fit(module, datamodule=data)
     metrics = evaluate_all(module.model, kg, "test")
     aware, static = metrics["time-aware/realistic"], metrics["static/realistic"]
-    return {
-        "precision": "tf32" if torch.backends.cuda.matmul.allow_tf32 else precision,
-        "rank": rank,
-        "epochs": epochs,
-        "train_facts": kg.train.shape[0],
-        "time_aware_mrr": round(aware["mrr"], 4),
-        "static_mrr": round(static["mrr"], 4),
-        "time_aware_hits@1": round(aware["hits@1"], 4),
-        "time_aware_hits@10": round(aware["hits@10"], 4),
-    }
+    return {"precision": "tf32" if torch.backends.cuda.matmul.allow_tf32 else precision, "rank": rank,
+            "epochs": epochs, "train_facts": kg.train.shape[0], "time_aware_mrr": round(aware["mrr"], 4),
+            "static_mrr": round(static["mrr"], 4), "time_aware_hits@1": round(aware["hits@1"], 4),
+            "time_aware_hits@10": round(aware["hits@10"], 4)}  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--facts", type=int, default=None, help="train on the first FACTS facts only (smoke)")
+    parser.add_argument("--facts", type=int, help="train on the first FACTS facts only (smoke)")
     parser.add_argument("--precisions", default="32-true,bf16-mixed", help=f"some of {','.join(PRECISIONS)}")
     parser.add_argument("--accelerator", default="cpu")
 
