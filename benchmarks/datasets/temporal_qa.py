@@ -7,7 +7,7 @@ import functools
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from benchmarks.temporal_qa.phrasings import PHRASINGS
 from rotmem.data import date_of, day_of
@@ -233,9 +233,8 @@ class Generator:
         self.rng = random.Random(seed)
         self.pool = sorted(f for f in facts if window[0] <= f[3] <= window[1] and f[1] in PHRASINGS)
         if not self.pool:
-            raise ValueError(
-                f"no facts of a phrased relation between {date_of(window[0])} and {date_of(window[1])}"
-            )
+            span = f"{date_of(window[0])} and {date_of(window[1])}"
+            raise ValueError(f"no facts of a phrased relation between {span}")
         self.builders: dict[tuple[str, str], Callable[[Fact], Draft | None]] = {
             ("equal", "entity"): self.equal_entity,
             ("equal", "time"): self.equal_time,
@@ -332,9 +331,7 @@ class Generator:
         if anchor is None:
             return None
         a_head, a_rel, a_tail = anchor
-        link = {"day": "on the same day as", "month": "in the same month as", "year": "in the same year as"}[
-            g
-        ]
+        link = f"{'on' if g == 'day' else 'in'} the same {g} as"
         text = f"Who {PHRASINGS[r].past} {t} {link} {a_head} {PHRASINGS[a_rel].past} {a_tail}?"
         support = support_equal(self.index, "head", r, t, span)
         return self._entity_draft("equal_multi", g, text, r, "head", t, support, None)
@@ -405,21 +402,12 @@ def generate(
     drafts = [
         d for (qtype, answer), n in counts.items() for d in gen.draw(qtype, answer, round(scale * n), seen)
     ]
-    asked = date_of(gen.asked)
+    asked, shared = (
+        date_of(gen.asked),
+        [f.name for f in fields(Question) if f.name not in ("qid", "asked_on")],
+    )
     return [
-        Question(
-            f"{prefix}-{i:05d}",
-            d.qtype,
-            d.answer_type,
-            d.granularity,
-            d.text,
-            asked,
-            d.relation,
-            d.head,
-            d.tail,
-            d.answer_side,
-            d.gold,
-        )  # fmt: skip
+        Question(f"{prefix}-{i:05d}", asked_on=asked, **{f: getattr(d, f) for f in shared})
         for i, d in enumerate(drafts)
     ]
 

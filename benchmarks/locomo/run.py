@@ -70,9 +70,8 @@ class Memories:
     def retrieve(self, config: str, question: str, day: int, vector: np.ndarray, k: int):
         """``(id sets in score order, render(n))`` of ``config``'s top ``k``."""
         if config == "dense-turns":
-            found = sorted(
-                self.turns.retrieve_turns(question, k=k, kind="turn"), key=lambda p: -(p.score or 0)
-            )
+            found = self.turns.retrieve_turns(question, k=k, kind="turn")
+            found = sorted(found, key=lambda p: -(p.score or 0))
             return [p.sources for p in found], lambda n: "\n".join(p.text for p in found[:n])
         if config == "bm25-turns":
             found = [self.turn_rows[i] for i in np.argsort(-self.bm25.scores(question), kind="stable")[:k]]
@@ -135,11 +134,9 @@ def groups_of(sample_id: str, category: int) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--data", default=None, help="locomo10.json or its folder (default: $ROTMEM_DATA_DIR/locomo)"
-    )
-    parser.add_argument("--conversations", nargs="+", default=None, help="sample ids (default: all)")
-    parser.add_argument("--max-questions", type=int, default=None, help="per conversation (smoke runs)")
+    parser.add_argument("--data", help="locomo10.json or its folder (default: $ROTMEM_DATA_DIR/locomo)")
+    parser.add_argument("--conversations", nargs="+", help="sample ids (default: all)")
+    parser.add_argument("--max-questions", type=int, help="per conversation (smoke runs)")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     parser.add_argument("--encoder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--fit-epochs", type=int, default=TrainConfig.epochs, help="0: RoMem not fitted")

@@ -39,8 +39,7 @@ class Item:
 
 
 def build_memory(bench: StateUpdateBenchmark, encoder, fit, gate: str | None = None):
-    """All sessions in one batch (turns in the side store); RoMem fitted unless ``fit`` is None, with the
-    gate file's speeds (else alpha = 1)."""
+    """All sessions in one batch; RoMem fitted unless ``fit`` is None (the gate's speeds, else alpha 1)."""
     memory = TemporalMemory(encoder=encoder, speeds=gate)
     t0 = time.perf_counter()
     memory.add_sessions(
@@ -82,17 +81,14 @@ def evidence_for(config: str, memory: TemporalMemory, bench, question: Question,
                 lines.append(passage.text)
         return "\n".join(lines), [Item(lookups["persona"][p.session_id], None, p.text, None) for p in turns]
     if config in ("tem-dated", "romem"):
-        timed = (
-            memory.with_times(store.retrieve(question.text, k=k))
-            if config == "tem-dated"
-            else memory.retrieve(question.text, k=k, now=bench.now)
-        )
+        if config == "tem-dated":
+            timed = memory.with_times(store.retrieve(question.text, k=k))
+        else:
+            timed = memory.retrieve(question.text, k=k, now=bench.now)
         records, text, labelled = [t.record for t in timed], memory.render(timed), True
     else:
-        records, labelled = (
-            store.retrieve(question.text, k=OVERWRITE_POOL if config == "overwrite" else k),
-            True,
-        )
+        records = store.retrieve(question.text, k=OVERWRITE_POOL if config == "overwrite" else k)
+        labelled = True
         if config == "overwrite":
             current = sorted((r for r in records if not r.historical), key=lambda r: -(r.score or 0.0))[:k]
             records, labelled = sorted(current, key=lambda r: (r.session_index, r.id)), False
@@ -164,10 +160,7 @@ def _measure(args: argparse.Namespace) -> Iterator[Row]:
     else:
         read, reader = LabelAwareReader(bench.personas, bench.values), READER_NAME
     count_tokens, tokens = token_counter(encoder)
-    lookups = {
-        "persona": {s.session_id: s.persona for s in bench.sessions},
-        "date": {s.session_id: s.date for s in bench.sessions},
-    }
+    lookups = {key: {s.session_id: getattr(s, key) for s in bench.sessions} for key in ("persona", "date")}
     t0, rows = time.perf_counter(), []
     for config in args.configs:
         for q in bench.questions:
@@ -187,14 +180,11 @@ def _measure(args: argparse.Namespace) -> Iterator[Row]:
     ]
     if fit is not None:
         speed = memory.model.speed
-        alpha = (
-            "alpha = 1 (no gate)"
-            if speed.source != "gate"
-            else "gate alpha "
-            + ", ".join(
-                f"{r} {a:.2f}" for r, a in zip(memory.model.relations, speed.table.tolist(), strict=True)
-            )
-        )
+        if speed.source == "gate":
+            speeds = zip(memory.model.relations, speed.table.tolist(), strict=True)
+            alpha = "gate alpha " + ", ".join(f"{r} {a:.2f}" for r, a in speeds)
+        else:
+            alpha = "alpha = 1 (no gate)"
         NOTES.append(
             f"RoMem online fit: {int(stats['facts'])} facts, {fit.epochs} epochs, dim "
             f"{fit.family['init_args']['dim']}, {alpha}, {stats['fit_s']:.1f} s, "
