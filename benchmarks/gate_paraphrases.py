@@ -23,7 +23,7 @@ from rotmem.gate.anchors import AnchoredSpeeds, anchors_for, choose_temperature,
 MIN_PAIRS = 20
 
 
-def pretrained_gate(kg, path: Path) -> SemanticSpeedGate:
+def pretrained_gate(path: Path) -> SemanticSpeedGate:
     from benchmarks.temporal_qa.run import pretrain_gate
 
     pretrain_gate(path)
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gate", type=Path, help="a saved gate (default: pretrain gate-icews05-15 beside --out)"
     )
-    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--data-dir")
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
@@ -42,7 +42,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     gate = (
         SemanticSpeedGate.load(args.gate)
         if args.gate
-        else pretrained_gate(kg, args.out.with_name("gate_icews05-15.pt"))
+        else pretrained_gate(args.out.with_name("gate_icews05-15.pt"))
     )
     paraphrases = read_paraphrases()
     anchors = anchors_for(kg.relations, paraphrases)
@@ -98,10 +98,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
                 )
             )  # fmt: skip
     write_csv(
-        args.out.with_name("gate_paraphrase_summary.csv"),
-        summary,
-        command_line("gate_paraphrases"),
-        commit_of(),
+        args.out.with_name("gate_paraphrase_summary.csv"), summary, command_line(SPEC.name), commit_of()
     )
     args.notes += [str(s) for s in summary]
     yield from rows

@@ -69,15 +69,14 @@ def train_gate(data: GateTransitionData, paraphrase_embeddings, paraphrase_relat
 def heldout_gaps(alpha_held, alpha_rel, heldout, relations) -> list[float]:
     """``|alpha(phrasing) - alpha(its relation)|`` per held-out phrasing."""
     index = {r: i for i, r in enumerate(relations)}
-    return [
-        abs(float(a) - float(alpha_rel[index[p.relation]])) for a, p in zip(alpha_held, heldout, strict=True)
-    ]
+    pairs = zip(alpha_held, heldout, strict=True)
+    return [abs(float(a) - float(alpha_rel[index[p.relation]])) for a, p in pairs]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weight-decay", type=float, nargs="+", default=[0.0, 0.1, 0.3, 1.0])
     parser.add_argument("--smoothing", type=float, nargs="*", default=[1.0, 3.0, 10.0, 30.0])
-    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--data-dir")
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
@@ -98,9 +97,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
 
     anchors = anchors_for(relations, paraphrases)
     anchor_texts = list(anchors)
-    anchor_units = torch.nn.functional.normalize(
-        encoder.encode(relation_sentences(anchor_texts, data.template)).float(), dim=1
-    )
+    anchor_embeddings = encoder.encode(relation_sentences(anchor_texts, data.template)).float()
+    anchor_units = torch.nn.functional.normalize(anchor_embeddings, dim=1)
     cos = (anchor_units @ anchor_units.T).fill_diagonal_(float("-inf"))
     leave_one_out = torch.softmax(cos / SMOOTHING_TEMPERATURE, dim=1)
     anchor_relation = torch.tensor([kg.relation_id(anchors[t]) for t in anchor_texts])

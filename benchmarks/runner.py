@@ -21,19 +21,15 @@ Row = dict[str, object]
 
 def commit_of(root: Path = ROOT) -> str:
     """The checkout's commit (``+dirty`` when tracked files differ from it), or ``unknown``."""
+    git = ["git", "-C", str(root)]
     try:
         head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "diff", "--quiet", "HEAD"], capture_output=True
-        ).returncode
+            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+        dirty = subprocess.run([*git, "diff", "--quiet", "HEAD"], capture_output=True).returncode
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return f"{head}+dirty" if dirty else head
+    return f"{head.stdout.strip()}+dirty" if dirty else head.stdout.strip()
 
 
 def command_line(
