@@ -54,7 +54,7 @@ def new_fact(rng: random.Random, sid: str) -> dict:
 
 
 def preload_vectors(args, texts: list[str]) -> np.ndarray:
-    """Random unit vectors of MiniLM's width (``--vectors random``, module docs), or MiniLM's own,
+    """Random unit vectors of MiniLM's width (``--vectors random``, README), or MiniLM's own,
     computed once and kept in ``--cache``."""
     if args.vectors == "random":
         return unit_vectors(np.random.default_rng(0), len(texts), 384)
@@ -74,7 +74,7 @@ def preload_vectors(args, texts: list[str]) -> np.ndarray:
 def encoder_curve(args) -> Iterator[Row]:
     """The service's encoder (``rotmem serve``'s class, device and threads) timed alone: sentences/s at
     each batch size on new questions and new facts (as the clients send them), the median of ``reps``
-    timed batches after a warm-up batch (module docs)."""
+    timed batches after a warm-up batch (benchmarks/README.md)."""
     import torch
 
     from rotmem.memory import SentenceEncoder
@@ -109,7 +109,7 @@ def encoder_bound(curve: Sequence[Row], texts: str, batch: float) -> float:
 
 
 def targets(load: list[Row], curve: list[Row], clients: int) -> list[Row]:
-    """The rows ``target`` of one backend's load rows at ``clients`` (module docs)."""
+    """The rows ``target`` of one backend's load rows at ``clients`` (benchmarks/README.md)."""
     mixed = next(r for r in load if r["clients"] == clients and r["adds_share"] < 1)
     adding = next((r for r in load if r["clients"] == clients and r["adds_share"] == 1), None)
     checks = [
@@ -137,7 +137,7 @@ def preload(location: str, namespace: str | None, rows, vectors) -> float:
     from rotmem.memory import CachedEncoder, SentenceEncoder, TemporalMemory
     from rotmem.memory.tem.store import fact_text
 
-    encoder = CachedEncoder(SentenceEncoder())  # the preload's vectors under MiniLM's name (module docs)
+    encoder = CachedEncoder(SentenceEncoder())  # the preload's vectors under MiniLM's name (README)
     encoder.put([fact_text(*row) for row in rows], vectors)
     options = {"namespace": namespace} if namespace else {"synchronous": "OFF"}
     sessions = [dict(session_id=f"p{s}", facts=rows[s * PER_SESSION : (s + 1) * PER_SESSION],

@@ -224,7 +224,7 @@ def _capital(text: str) -> str:
 
 
 class Generator:
-    """Draws questions of each type from the window's facts (module docs)."""
+    """Draws questions of each type from the window's facts (benchmarks/README.md)."""
 
     def __init__(self, facts: Sequence[Fact], window: tuple[int, int], seed: int):
         self.index = FactIndex(facts)

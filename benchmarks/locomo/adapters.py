@@ -21,7 +21,7 @@ _PARTICLES = {"in", "at", "to", "for", "with", "of", "from", "on", "as", "about"
 
 
 def observation_fact(observation: Observation, day: int) -> ExtractedFact:
-    """The fact of one observation told on ``day`` (module docs)."""
+    """The fact of one observation told on ``day`` (benchmarks/README.md)."""
     speaker, text = observation.speaker, observation.text.strip().rstrip(".").strip()
     name = next((n for n in (speaker, speaker.split()[0]) if text.startswith(n + " ")), None)
     found = extract_time(text, day)
@@ -70,7 +70,7 @@ def session_input(
 def add_conversation(
     memory: TemporalMemory, conversation: Conversation, *, observations: bool = True, summaries: bool = True
 ) -> None:
-    """Write every session of ``conversation`` into ``memory`` (one batch, module docs). The memory's
+    """Write every session of ``conversation`` into ``memory`` (one batch, README). The memory's
     store should be opened with ``verify=False``: observations paraphrase the turns."""
     memory.add_sessions(
         session_input(conversation, s, observations=observations, summaries=summaries)

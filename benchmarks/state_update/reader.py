@@ -25,7 +25,7 @@ class Mention:
 
 
 class LabelAwareReader:
-    """``reader(question, evidence) -> str`` by the rules in the module docs.
+    """``reader(question, evidence) -> str`` by the rules in benchmarks/README.md.
 
     Args:
         personas: full names of the personas (the reader finds the question's subject among them).

@@ -65,7 +65,7 @@ def t_happen_recovery(bench: StateUpdateBenchmark, memory: TemporalMemory) -> fl
 
 
 def evidence_for(config: str, memory: TemporalMemory, bench, question: Question, k: int, lookups: dict):
-    """``(text, items)``: the evidence of one configuration for one question (module docs)."""
+    """``(text, items)``: the evidence of one configuration for one question (benchmarks/README.md)."""
     store = memory.store
     if config in ("naive-rag", "session-rag"):
         turns = store.retrieve_turns(question.text, k=k, kind="turn")
