@@ -20,8 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, nargs="+", default=[10, 20])
     parser.add_argument("--alpha-g", type=float, nargs="+", default=[0.3, 1.0, 3.0])
     parser.add_argument("--beta", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
-    parser.add_argument("--questions", type=int, default=None, help="every n-th dev question, this many")
-    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--questions", type=int, help="every n-th dev question, this many")
+    parser.add_argument("--data-dir")
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
@@ -36,9 +36,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     by_id = {f.record_id: f for f in memory.facts()}
     rankers = {"dense": memories.dense(memory), "hybrid": memories.hybrid(memory),
                "symbolic": memories.symbolic(memory)}  # fmt: skip
-    fits = [(f"gate e{e}", Path(args.gate), e) for e in args.epochs] + [
-        (f"no-gate e{args.epochs[0]}", None, args.epochs[0])
-    ]
+    fits = [(f"gate e{e}", Path(args.gate), e) for e in args.epochs]
+    fits.append((f"no-gate e{args.epochs[0]}", None, args.epochs[0]))
     for label, speeds, epochs in fits:
         variant = TemporalMemory(store=memory.store, speeds=speeds)
         t0 = time.perf_counter()
@@ -49,7 +48,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
             tuned.use_model(variant.model)
             rankers[f"romem {label} alpha_g={alpha_g:g}"] = memories.temporal(tuned)
         for beta in args.beta:
-            rankers[f"romem-hybrid {label} beta={beta:g}"] = memories.romem_hybrid(variant, beta)
+            rankers[f"romem-hybrid {label} beta={beta:g}"] = memories.best(variant, beta, constrain=False)
     rows = []
     for name, rank in rankers.items():
         rows += evaluate(name, rank, setup.questions, by_id, encoder)
@@ -57,9 +56,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     yield from summarise(rows)
 
 
-SPEC = Benchmark(
-    "temporal_qa.tune", __doc__, measure, add_arguments, csv_name="temporal_qa/temporal_qa_dev_tuning"
-)
+CSV = "temporal_qa/temporal_qa_dev_tuning"
+SPEC = Benchmark("temporal_qa.tune", __doc__, measure, add_arguments, csv_name=CSV)
 
 if __name__ == "__main__":
     raise SystemExit(run_main(SPEC))
