@@ -68,10 +68,7 @@ def cost(op: str, mode: str, shape: Shape, dtype: str) -> tuple[float, float, fl
         backward = 4 * 2 * b * d * es, 0.0, 4 * 5 * b * d
     elif op == "step":  # 2B queries (both directions), CE over all entities, N3 of 3B rows
         two = Shape(shape.name, 2 * b, n, big_n, shape.relations)
-        parts = [
-            cost("unrotated_query_indexed", mode, two, dtype),
-            cost("cross_entropy_all", mode, two, dtype),
-        ]
+        parts = [cost(part, mode, two, dtype) for part in ("unrotated_query_indexed", "cross_entropy_all")]
         parts.append(tuple(x * 3 / 4 for x in cost("n3", mode, shape, dtype)))
         return tuple(sum(p[i] for p in parts) for i in range(3))
     else:
@@ -100,8 +97,7 @@ def occupancy(registers: int, threads: int, shared_bytes: int = 0) -> float:
 
 
 def targets(args: argparse.Namespace) -> Iterator[Row]:
-    """Per op, mode, shape and dtype: bytes, FLOPs and the floor per GPU; writes the epoch's floor and
-    the occupancy beside the CSV."""
+    """Per op, mode, shape and dtype: bytes, FLOPs and floors; the epoch's floor and occupancy beside."""
     out = args.out.parent
     command, commit = command_line("gpu_targets"), commit_of()
     write_csv(out / "gpu_epoch_floor.csv", epoch_floor(), command, commit)
