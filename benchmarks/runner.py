@@ -189,7 +189,7 @@ class Benchmark:
     @property
     def default_out(self) -> Path:
         name = self.csv_name if isinstance(self.csv_name, str) else None
-        return RESULTS / f"{name or self.name.replace('.', '_')}.csv"
+        return RESULTS / f"{name or self.name.replace('.', '/')}.csv"
 
     def out_path(self, args: argparse.Namespace) -> Path:
         """The CSV of a run with ``args``."""

@@ -67,9 +67,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
                    top10_overlap=1.0 if same else round(overlap, 3))  # fmt: skip
 
 
-SPEC = Benchmark(
-    "temporal_qa.encoder_int8", __doc__, measure, add_arguments, csv_name="temporal_qa/encoder_int8"
-)
+SPEC = Benchmark("temporal_qa.encoder_int8", __doc__, measure, add_arguments)
 
 
 def main(argv: list[str] | None = None) -> int:

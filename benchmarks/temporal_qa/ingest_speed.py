@@ -54,7 +54,7 @@ def ingest(days: dict[int, list], encoder, cache: int) -> dict:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start", default="2012-01-01")
     parser.add_argument("--end", default="2012-03-31")
-    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--data-dir")
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
@@ -70,9 +70,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
                    **ingest(days, encoder, cache))  # fmt: skip
 
 
-SPEC = Benchmark(
-    "temporal_qa.ingest_speed", __doc__, measure, add_arguments, csv_name="temporal_qa/ingest_speed"
-)
+SPEC = Benchmark("temporal_qa.ingest_speed", __doc__, measure, add_arguments)
 
 if __name__ == "__main__":
     raise SystemExit(run_main(SPEC))
