@@ -68,11 +68,7 @@ class LabelAwareReader:
             dated = [m for m in mentions if m.day is not None]
             if dated:
                 before_end = [m for m in dated if m.day <= asked.span.end]
-                return (
-                    max(before_end, key=Mention.key).value
-                    if before_end
-                    else min(dated, key=Mention.key).value
-                )
+                return (max(before_end, key=Mention.key) if before_end else min(dated, key=Mention.key)).value
             pool = [m for m in mentions if m.historical] or mentions
             return max(pool, key=Mention.key).value
         return newest_current.value
@@ -90,9 +86,8 @@ class LabelAwareReader:
                 continue
             lowered = line.lower()
             if not (line.startswith("  ") and about_subject):
-                about_subject = subject.lower() in lowered or bool(
-                    re.search(rf"\b{re.escape(first_name)}\b", lowered)
-                )
+                named = re.search(rf"\b{re.escape(first_name)}\b", lowered)
+                about_subject = subject.lower() in lowered or bool(named)
             if not about_subject:
                 continue
             prefix = _DATE_PREFIX.match(line)
@@ -102,9 +97,8 @@ class LabelAwareReader:
                 found = extract_time(line[prefix.end() :] if prefix else line, base)
                 day = int(found.start) if found is not None else as_day(base)
             historical = "[historical]" in line
-            hits = sorted(
-                (m.start(), value) for value, pattern in self.values[relation] for m in pattern.finditer(line)
-            )
+            patterns = self.values[relation]
+            hits = sorted((m.start(), value) for value, pattern in patterns for m in pattern.finditer(line))
             for i, (start, value) in enumerate(hits):
                 older = day is not None and i < len(hits) - 1  # "from X to Y": X held before that day
                 mentions.append(
