@@ -7,19 +7,7 @@ from rotmem.memory.retrieval.baselines import DEPTH, POOL, Ranker, bm25, dense, 
 from rotmem.memory.retrieval.hybrid import HybridRetriever
 from rotmem.memory.temporal.memory import TemporalMemory
 
-__all__ = [
-    "DEPTH",
-    "POOL",
-    "TIME_POOL",
-    "Ranker",
-    "best",
-    "bm25",
-    "dense",
-    "hybrid",
-    "symbolic",
-    "tem",
-    "temporal",
-]
+__all__ = ["DEPTH", "POOL", "Ranker", "bm25", "dense", "symbolic", "tem"]  # the baselines, re-exported
 
 TIME_POOL = 100  # hybrid candidates the time constraint sees (BestMemory's default)
 
