@@ -35,11 +35,12 @@ def commit_of(root: Path = ROOT) -> str:
 def command_line(
     module: str, argv: Sequence[str] | None = None, env: Sequence[str] = ("OMP_NUM_THREADS",)
 ) -> str:
-    """The command that ran ``python -m benchmarks.<module>`` with ``argv`` (the process's arguments when
-    None), prefixed by the settings of the environment variables ``env`` that are set."""
+    """The command that ran ``python -m benchmarks.<module>`` (``module`` may end in a section after a
+    space: ``gate report``) with ``argv`` (the process's arguments when None), prefixed by the settings
+    of the environment variables ``env`` that are set."""
     args = sys.argv[1:] if argv is None else list(argv)
     settings = [f"{name}={os.environ[name]}" for name in env if name in os.environ]
-    return shlex.join([*settings, "python", "-m", f"benchmarks.{module}", *args])
+    return shlex.join([*settings, "python", "-m", *f"benchmarks.{module}".split(" "), *args])
 
 
 def header_of(rows: Iterable[Row]) -> list[str]:
