@@ -4,21 +4,7 @@ the end, for the last epoch and for the best-validation (monitored) epoch.
 
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.accuracy_race --budget-s 900 --seeds 0 1 2
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.accuracy_race --budget-epochs 1 --seeds 0 1 2
-
-The clock counts training only (not the ranking) and stops at the first batch past a seconds budget,
-so the last epoch may be partial (a fractional ``epoch``). Each config is built as ``rotmem fit
---config`` builds it; a seed sets ``seed_everything`` and ``data.seed``. The best epoch has the
-highest time-aware validation MRR (realistic ties); its weights are kept in memory and ranked on test
-beside the last epoch's, for every fact and the data-poor ones (``--data-poor-threshold``).
-
-Writes ``<out>/accuracy_race.csv`` (``benchmarks.runner``: one row per run, split, checkpoint,
-filter, tie rule and subset, with the commit and the command; rewritten after every run),
-``accuracy_race_summary.csv`` (mean and sd over seeds), ``accuracy_race.md`` (the table) and
-``accuracy_race.png`` (validation MRR per epoch, test MRR with its sd). ``--summarize CSV ...``
-remakes the last three from earlier runs' CSVs.
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.accuracy_race (from the checkout's root)")
@@ -55,9 +41,7 @@ def build(config: Path, overrides: list[str]):
 
 
 class RaceClock:
-    """A Lightning callback: counts training seconds, stops past the budget (``budget_s`` seconds or
-    ``budget_epochs`` epochs, fractional: the epoch ends at the first batch that reaches it), and
-    after each epoch (clock stopped) hands the epoch, the seconds and the module to ``on_epoch``."""
+    """A callback: counts training seconds, stops past the budget, hands each epoch to ``on_epoch``."""
 
     def __init__(self, budget_s: float, budget_epochs: float, on_epoch):
         import pytorch_lightning as pl
@@ -84,11 +68,7 @@ class RaceClock:
 def race_one(config: Path, budget_s: float, budget_epochs: float, overrides: list[str], threshold: int,
              record, time_auc: bool = True, eval_facts: int | None = None) -> None:  # fmt: skip
     """Train ``config`` once; ``record(split, checkpoint, epoch, seconds, metrics, history)`` gets
-    the validation metrics of every epoch and the test metrics of the last and the best epoch.
-    ``metrics``: ``{subset: {"filter/tie": {"mrr": .., "queries": ..}}}``, test ones with ``time_auc``
-    unless ``time_auc=False`` (it costs one more pass over the test split). ``eval_facts``: rank a
-    random sample of that many facts of each split (the same for every config and seed), and every
-    data-poor test fact, instead of the whole splits."""
+    every epoch's validation metrics and the last and best epochs' test metrics."""
     import torch
 
     from rotmem.commands.demo import ensure_gate
@@ -141,8 +121,7 @@ def race_one(config: Path, budget_s: float, budget_epochs: float, overrides: lis
 
 
 def eval_sample(size: int, count: int | None):
-    """``count`` positions of ``range(size)`` (an int64 tensor) drawn without replacement (seed 0,
-    sorted), or None (rank every fact) when ``count`` is None or not smaller than ``size``."""
+    """``count`` sorted positions of ``range(size)`` (seed 0), or None (every fact)."""
     import torch
 
     if count is None or count >= size:
@@ -173,8 +152,7 @@ def mean_sd(values: list[float]) -> tuple[float, float]:
 
 
 def summarize(rows: list[dict]) -> list[dict]:
-    """Mean and sd over seeds of every test figure (per model, protocol, checkpoint, filter, tie and
-    subset), with the best validation MRR (time-aware, realistic ties) of the same runs."""
+    """Mean and sd over seeds of every test figure, with the same runs' best validation MRR."""
     groups: dict[tuple, list[dict]] = {}
     best_valid: dict[tuple, float] = {}
     for r in rows:
@@ -204,8 +182,7 @@ def pm(mean: float, sd: float) -> str:
 
 
 def markdown(summary: list[dict], commands: list[str]) -> str:
-    """The race table (realistic ties): per model and protocol, test MRR of the last and the best
-    validation epoch under both filters, the data-poor subset, time-AUC and validation MRR."""
+    """The race table (realistic ties), one row per model and protocol."""
     found = {(s["model"], s["protocol"], s["checkpoint"], s["filter"], s["subset"]): s
              for s in summary if s["tie"] == "realistic"}  # fmt: skip
     lines = [
@@ -219,10 +196,7 @@ def markdown(summary: list[dict], commands: list[str]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for model, protocol in dict.fromkeys((s["model"], s["protocol"]) for s in summary):
-        ta, st = (
-            found.get((model, protocol, "last", "time-aware", "all")),
-            found.get((model, protocol, "last", "static", "all")),
-        )
+        ta, st = (found.get((model, protocol, "last", f, "all")) for f in ("time-aware", "static"))
         best = found.get((model, protocol, "best-valid", "time-aware", "all"))
         poor = found.get((model, protocol, "last", "time-aware", "data-poor"))
         if ta is None or st is None:
@@ -238,34 +212,22 @@ def markdown(summary: list[dict], commands: list[str]) -> str:
 
 
 def plot(rows: list[dict], summary: list[dict], path: Path) -> None:
-    """Left: time-aware validation MRR (realistic ties) per epoch, mean over seeds with a ±sd band.
-    Right: time-aware and static test MRR of the last epoch, mean ± sd over seeds."""
-    import matplotlib
+    """Left: validation MRR per epoch (mean ± sd band); right: the last epoch's test MRR (mean ± sd)."""
+    from benchmarks.runner import save, subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, (left, right) = subplots(1, 2, figsize=(12, 4.6))
     runs = list(dict.fromkeys((r["model"], r["protocol"]) for r in rows))
     for model, protocol in runs:
         by_epoch: dict[float, list[float]] = {}
         for r in rows:
-            if (r["model"], r["protocol"], r["split"], r["filter"], r["tie"]) == (
-                model,
-                protocol,
-                "valid",
-                "time-aware",
-                "realistic",
-            ):
+            key = (r["model"], r["protocol"], r["split"], r["filter"], r["tie"])
+            if key == (model, protocol, "valid", "time-aware", "realistic"):
                 by_epoch.setdefault(float(r["epoch"]), []).append(float(r["mrr"]))
         epochs = sorted(by_epoch)
         stats = [mean_sd(by_epoch[e]) for e in epochs]
         means, sds = [m for m, _ in stats], [0.0 if math.isnan(s) else s for _, s in stats]
         (line,) = left.plot(epochs, means, marker="o", label=f"{model} ({protocol})")
-        low, high = (
-            [m - s for m, s in zip(means, sds, strict=True)],
-            [m + s for m, s in zip(means, sds, strict=True)],
-        )
+        low, high = ([m + sign * s for m, s in zip(means, sds, strict=True)] for sign in (-1, 1))
         left.fill_between(epochs, low, high, alpha=0.2, color=line.get_color())
     left.set(xlabel="epoch", ylabel="validation MRR, time-aware filter, realistic ties")
     found = {(s["model"], s["protocol"], s["filter"]): s for s in summary
@@ -274,22 +236,14 @@ def plot(rows: list[dict], summary: list[dict], path: Path) -> None:
         for kind, marker, color in (("time-aware", "o", "C0"), ("static", "s", "C1")):
             if (s := found.get((model, protocol, kind))) is not None:
                 sd = 0.0 if math.isnan(s["mrr_sd"]) else s["mrr_sd"]
-                right.errorbar(
-                    s["mrr_mean"],
-                    i,
-                    xerr=sd,
-                    fmt=marker,
-                    capsize=3,
-                    color=color,
-                    label=kind if i == 0 else None,
-                )
+                label = kind if i == 0 else None
+                right.errorbar(s["mrr_mean"], i, xerr=sd, fmt=marker, capsize=3, color=color, label=label)
     right.set_yticks(range(len(runs)), [f"{m}\n({p})" for m, p in runs], fontsize=7)
     right.set_xlabel("test MRR, last epoch, realistic ties (mean ± sd over seeds)")
     for ax in (left, right):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save(fig, path)
 
 
 def write_outputs(rows: list[dict], out: Path) -> None:
@@ -305,49 +259,19 @@ def write_outputs(rows: list[dict], out: Path) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--budget-s", type=float, default=None, help="training seconds per run (default 900)")
-    budget.add_argument(
-        "--budget-epochs", type=float, default=None, help="training epochs per run (fractional)"
-    )
-    parser.add_argument(
-        "--configs", nargs="+", default=DEFAULT_CONFIGS, help="config files or packaged names"
-    )
+    budget.add_argument("--budget-s", type=float, help="training seconds per run (default 900)")
+    budget.add_argument("--budget-epochs", type=float, help="training epochs per run (fractional)")
+    parser.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, help="config files or names")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per seed and config")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-epochs", type=int, default=1000, help="stop a seconds budget earlier")
     split = parser.add_mutually_exclusive_group()
-    split.add_argument(
-        "--time-split",
-        nargs=2,
-        metavar=("VALID_FROM", "TEST_FROM"),
-        default=None,
-        help="temporal extrapolation: re-split the data by date (rotmem.data.split_by_time)",
-    )
-    split.add_argument(
-        "--hold-out-weeks",
-        type=int,
-        default=None,
-        metavar="N",
-        help="hold every N-th week out of training, validate and test on it",
-    )
-    parser.add_argument("--data", default=None, help="override the configs' dataset (e.g. synthetic)")
-    parser.add_argument(
-        "--data-poor-threshold", type=int, default=100, help="fewer training facts of the relation"
-    )
-    parser.add_argument(
-        "--set",
-        nargs="+",
-        default=[],
-        metavar="KEY=VALUE",
-        help="more overrides for every config, as rotmem fit takes them (data.batch_size=4000)",
-    )
-    parser.add_argument(
-        "--eval-facts",
-        type=int,
-        default=None,
-        metavar="N",
-        help="rank a random sample of N facts of valid and test (every data-poor one too)",
-    )
+    split.add_argument("--time-split", nargs=2, metavar=("VALID_FROM", "TEST_FROM"), help="re-split by date")
+    split.add_argument("--hold-out-weeks", type=int, metavar="N", help="hold every N-th week out of training")
+    parser.add_argument("--data", help="override the configs' dataset (e.g. synthetic)")
+    parser.add_argument("--data-poor-threshold", type=int, default=100, help="fewer training facts")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="rotmem fit overrides")
+    parser.add_argument("--eval-facts", type=int, metavar="N", help="rank a sample of N valid/test facts")
     parser.add_argument("--no-time-auc", action="store_true", help="skip time discrimination")
     parser.add_argument("--summarize", nargs="+", default=None, metavar="CSV", help="only remake the summary")
 
@@ -370,7 +294,6 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     for config in map(configs.resolve, args.configs):
         for seed in args.seeds:
             rows: list[Row] = []
-
             run = dict(model=config.stem, config=config.name, seed=seed)
 
             def record(split, checkpoint, epoch, seconds, metrics, history, rows=rows, run=run) -> None:

@@ -1,18 +1,7 @@
 """The native CPU cross-entropy under each instruction set this CPU runs: accuracy and time.
 
-For every set of ``rotmem.ops.native.supported_cpu_isas()`` (AVX-512, AVX2 + FMA, baseline SSE2),
-forced as ``ROTMEM_CPU_ISA`` would: the largest error of the loss and of both gradients against a
-float64 truth on the test suite's ICEWS-sized case (B = 999 rows against N = 10,488 entities, width
-18: ``tests/ops/test_cross_entropy_all.py::test_cross_entropy_all_icews_rows_and_entities``,
-grad_out = 1), the eager reference's errors beside it, and the time of one forward + backward at
-ICEWS05-15's training shape (2B = 2000 queries, N = 10,488, 2n = 498), sets interleaved round by round.
-
-    python -m benchmarks.cpu_isa --threads 1 --rounds 7
-
-Writes ``benchmarks/results/cpu_isa.csv`` (one row per set) with ``benchmarks.runner``.
+python -m benchmarks.cpu_isa --threads 1 --rounds 7
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.cpu_isa (from the checkout's root)")

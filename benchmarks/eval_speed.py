@@ -1,13 +1,4 @@
-"""Time full filtered evaluation of an ICEWS05-15 split at the paper's size (dim 500, k = 3).
-
-Scores do not depend on training, so a freshly initialised model times the same work as a trained
-one: 2 directions x every fact x all 10,488 entities, one filter and both filters, every tie rule,
-with the fused evaluator (``rotmem.ops.filtered_rank_counts``) and the eager one (``[B, N]`` score
-matrices, ``evaluate_all(fused=False)``), interleaved in one run so their ratio is fair.
-Writes benchmarks/results/eval_speed.csv (with the load average).
-"""
-
-from __future__ import annotations
+"""Time full filtered evaluation of an ICEWS05-15 split at the paper's size (dim 500, k = 3)."""
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.eval_speed (from the checkout's root)")

@@ -1,18 +1,9 @@
 """The dry run of ``benchmarks/gpu_check.sh``: every step's command line, started in one Python process.
 
-This process imports the heavy libraries once (``SHARED``), then forks one child per step, which runs
-its command as the interpreter would (``PYTHON -m MODULE``, ``PYTHON SCRIPT`` through ``runpy``,
-``PYTHON -c CODE`` by ``exec``; anything else is executed), so an import error, a bad argument or a
-missing file fails its own step, with the exit code ``python`` would give. Each child has its own
-process group and time limit (then SIGKILL and rc 124, as ``timeout``), its output in
-``OUT/NAME.log`` and ``RC in SECONDS s`` in ``OUT/NAME.result``; up to ``--jobs`` at once.
-
     python -m benchmarks.gpu_check_dry_run --python PYTHON --out OUT QUEUE
 
 QUEUE: NUL-terminated words, per step NAME, LIMIT (s), ARGC, then the command's ARGC words.
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gpu_check_dry_run (from the checkout's root)")

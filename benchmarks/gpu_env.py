@@ -1,14 +1,7 @@
 """The GPU check's first step: the machine as the build and the tests will see it.
 
-    python -m benchmarks.gpu_env
-
-Prints the UTC time; the GPU's name, memory and driver (``nvidia-smi``, or ``no nvidia-smi``); where
-``nvcc`` and ``ninja`` are on PATH; ``CUDA_HOME``; this interpreter and its version; setuptools',
-torch's (and its CUDA's), Triton's versions; the CUDA_HOME torch's extension builder found; the GPU
-torch sees (``None`` without one); whether ``rotmem._C`` loads and was built with CUDA (or why not).
+python -m benchmarks.gpu_env
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gpu_env (from the checkout's root)")

@@ -1,19 +1,8 @@
 """A full ICEWS05-15 test evaluation with the fused ranking on the GPU, beside the same on the CPU.
 
-    python -m benchmarks.gpu_eval [--split test] [--dim 500] [--k 3] [--out results/gpu_eval.csv]
-    python -m benchmarks.gpu_eval --dry-run     # parse, load, each split's first batch, the CPU, dim 8
-
-One model (seeded, freshly initialised: the work does not depend on training, as in
-``benchmarks/eval_speed.py``), both filters (time-aware, static) and every tie rule, with
-``rotmem.ops.filtered_rank_counts`` (``evaluate_all(fused=True)``): on the GPU with each backend
-that runs there (``--backends``), twice each, *cold* (the first run: Triton's and the compiler's
-first compiles, the filters' first copy to the device) and *warm*; then on the CPU (its default
-backend). Also the rank-count op alone on one batch (milliseconds, median of 10, warm). The seconds,
-the MRRs, and the largest MRR difference GPU - CPU (the scores' rounding differs between devices,
-TF32 off, so ranks may differ where scores are within rounding) go to the CSV.
+python -m benchmarks.gpu_eval [--split test] [--dim 500] [--k 3] [--out results/gpu_eval.csv]
+python -m benchmarks.gpu_eval --dry-run     # parse, load, each split's first batch, the CPU, dim 8
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gpu_eval (from the checkout's root)")
@@ -34,8 +23,7 @@ from rotmem.ops import backend
 
 @torch.no_grad()
 def rank_count_ms(model, kg, split: str, batch_size: int, device: str, reps: int = 10) -> float:
-    """Median milliseconds of ``ops.filtered_rank_counts`` on the split's first batch (both
-    directions, both filters), after two warm-up calls."""
+    """Median ms of ``ops.filtered_rank_counts`` on the split's first batch, after two warm-up calls."""
     facts = kg.split(split)[:batch_size].to(device)
     h, r, t, day = facts.unbind(1)
     queries = torch.cat([model.query_tails(h, r, day.double()), model.query_heads(r, t, day.double())])
@@ -70,9 +58,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     dim = 8 if args.dry_run else args.dim  # the dry run checks the script, not the arithmetic
     model = RoMem(kg.num_entities, kg.num_relations, dim=dim, k=args.k, tau0=kg.first_day)
     if args.dry_run:  # each split's first batch only, so the filters are built over those alone
-        kg = dataclasses.replace(
-            kg, **{s: kg.split(s)[: args.batch_size] for s in ("train", "valid", "test")}
-        )
+        first = {s: kg.split(s)[: args.batch_size] for s in ("train", "valid", "test")}
+        kg = dataclasses.replace(kg, **first)
     elif not torch.cuda.is_available():
         raise SystemExit("no CUDA device is visible (use --dry-run to check the script on the CPU)")
     runs = [("cpu", backend.backend_name(torch.device("cpu"), "filtered_rank_counts"))]
@@ -85,19 +72,10 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         for run in ("cold", "warm") if device == "cuda" else ("warm",):
             metrics, seconds = timed_eval(model, kg, args, device)
             for key, values in metrics.items():
-                yield row | {
-                    "run": run,
-                    "metric": key,
-                    "mrr": round(values["mrr"], 6),
-                    "seconds": round(seconds, 3),
-                }
-        ms = rank_count_ms(model, kg, args.split, args.batch_size, device)
-        yield row | {
-            "run": "warm",
-            "metric": "rank_counts ms/batch",
-            "mrr": "",
-            "seconds": round(ms / 1e3, 6),
-        }
+                mrr = round(values["mrr"], 6)
+                yield row | {"run": run, "metric": key, "mrr": mrr, "seconds": round(seconds, 3)}
+        seconds = round(rank_count_ms(model, kg, args.split, args.batch_size, device) / 1e3, 6)
+        yield row | {"run": "warm", "metric": "rank_counts ms/batch", "mrr": "", "seconds": seconds}
     os.environ.pop("ROTMEM_BACKEND", None)
 
 
@@ -109,9 +87,8 @@ def summarize(rows: list[Row]) -> list[str]:
               for r in rows if r["metric"] == "rank_counts ms/batch"]  # fmt: skip
     cpu = {r["metric"]: r["mrr"] for r in rows if r["device"] == "cpu" and r["mrr"] != ""}
     gaps = [abs(r["mrr"] - cpu[r["metric"]]) for r in rows if r["device"] != "cpu" and r["mrr"] != ""]
-    return lines + (
-        [f"largest MRR difference GPU - CPU over {len(gaps)} metrics: {max(gaps):.2e}"] if gaps else []
-    )
+    gap = [f"largest MRR difference GPU - CPU over {len(gaps)} metrics: {max(gaps):.2e}"] if gaps else []
+    return lines + gap
 
 
 SPEC = Benchmark("gpu_eval", __doc__, measure, add_arguments, summarize)

@@ -5,19 +5,7 @@ compared against (``docs/gpu.md``).
 
     python -m benchmarks.gpu_targets  # benchmarks/results/gpu_{targets,epoch_floor,occupancy}.csv;
                                       # gpu_targets.md has docs/gpu.md's tables
-
-Counting rules. Bytes: what the op must read and write once (inputs, outputs, and for the fused
-cross-entropy each logit tile written by its matrix product and read back by the row kernels:
-the tiles are larger than the caches). FLOPs: 2 per multiply-add of the matrix products, the
-elementwise arithmetic per complex pair, a sine and cosine counted as 20 FLOPs each (libdevice
-with range reduction). Roofline time: max(bytes / bandwidth, FLOPs / peak), with the matrix
-products at the dtype's peak (float32 without TF32: CUDA cores; bfloat16: tensor cores) and
-the elementwise work at the float32 CUDA-core peak. Occupancy: resident warps per SM over the
-64 an SM holds, limited by registers (65,536 per SM, allocated per warp in units of 256), by the
-block's threads and by 32 blocks per SM (A100 and H100/H200 alike: compute capability 8.0 / 9.0).
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.gpu_targets (from the checkout's root)")
@@ -80,10 +68,7 @@ def cost(op: str, mode: str, shape: Shape, dtype: str) -> tuple[float, float, fl
         backward = 4 * 2 * b * d * es, 0.0, 4 * 5 * b * d
     elif op == "step":  # 2B queries (both directions), CE over all entities, N3 of 3B rows
         two = Shape(shape.name, 2 * b, n, big_n, shape.relations)
-        parts = [
-            cost("unrotated_query_indexed", mode, two, dtype),
-            cost("cross_entropy_all", mode, two, dtype),
-        ]
+        parts = [cost(part, mode, two, dtype) for part in ("unrotated_query_indexed", "cross_entropy_all")]
         parts.append(tuple(x * 3 / 4 for x in cost("n3", mode, shape, dtype)))
         return tuple(sum(p[i] for p in parts) for i in range(3))
     else:
@@ -112,8 +97,7 @@ def occupancy(registers: int, threads: int, shared_bytes: int = 0) -> float:
 
 
 def targets(args: argparse.Namespace) -> Iterator[Row]:
-    """Per op, mode, shape and dtype: bytes, FLOPs and the floor per GPU; writes the epoch's floor and
-    the occupancy beside the CSV."""
+    """Per op, mode, shape and dtype: bytes, FLOPs and floors; the epoch's floor and occupancy beside."""
     out = args.out.parent
     command, commit = command_line("gpu_targets"), commit_of()
     write_csv(out / "gpu_epoch_floor.csv", epoch_floor(), command, commit)

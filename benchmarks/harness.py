@@ -1,12 +1,6 @@
 """What the kernel and training benchmarks share: the training step they time, the CPU's peak memory,
 the demo config's history term and a quiet Lightning trainer.
-
-``step`` is one Phase-2 objective as ``rotmem.losses`` computes it, for ``kernels.py`` (op ``step``)
-and ``native_step.py``. Not ``rotmem.training.phase2_loss``: that takes a model and the configured
-backend, while these time the ops of one given backend module (or a swapped-in cross-entropy).
 """
-
-from __future__ import annotations
 
 from collections.abc import Callable
 

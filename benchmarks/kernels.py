@@ -1,22 +1,8 @@
 """Time and measure the memory of every RoMem op, and of one whole training step, per backend.
 
-Providers ``eager`` (``rotmem.ops.reference``), ``compile`` (``torch.compile`` of it), ``native``,
-``triton`` (CUDA only) and, for the cross-entropy and the step, ``linear``, ``liger``, ``cce``
-(``benchmarks.ce_providers``); precisions float32, ``tf32`` (GPU) and bfloat16; modes ``forward``
-(no autograd), ``backward`` (after an untimed forward) and ``forward+backward`` (the only fair one
-for a cross-entropy that computes its gradients in the forward sweep, ``rotmem.ops.ce_tiles``).
-Shapes: ICEWS05-15, a large graph (N = 1M), ``rotate`` beside a copy for GB/s. Peak memory: growth
-above the inputs during one run (GPU: ``max_memory_allocated``; CPU: the profiler's allocator
-events). Providers run interleaved, rep by rep: on a shared CPU only ratios are comparable. The
-issue's targets (rotate's GB/s, the ICEWS05-15 step, the large graph's CE) come first per dtype; a
-provider that raises on an op is dropped from it with a ``FAILED`` line (exit code 1).
-Writes ``<out-dir>/kernels_<device>.csv``, ``.md`` (the ratios against eager) and ``.png``.
-
-    python -m benchmarks.kernels --device cuda --dtype float32,tf32,bfloat16 --budget-s 130
-    python -m benchmarks.kernels --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
+python -m benchmarks.kernels --device cuda --dtype float32,tf32,bfloat16 --budget-s 130
+python -m benchmarks.kernels --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.kernels (from the checkout's root)")
@@ -31,18 +17,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
-from benchmarks import ce_providers
 from benchmarks.harness import TAU0, cpu_peak_bytes, step
 from benchmarks.runner import Benchmark, Row, add_threads, command_line, interleaved, spread, synchronize
 from rotmem.ops import reference
 from rotmem.ops.backend import _load, available
+from rotmem.ops.linear_cross_entropy import linear_cross_entropy
 
 OPS = ("rotate", "unrotated_query_indexed", "cross_entropy_all", "n3", "score_all", "step")
 MODES = ("forward", "backward", "forward+backward")
-PROVIDERS = ("eager", "compile", "native", "triton", *ce_providers.PROVIDERS)
+PROVIDERS = ("eager", "compile", "native", "triton", "linear", "liger", "cce")
 CE_OPS = ("cross_entropy_all", "step")  # the ops the cross-entropy providers time
 PRECISIONS = {"float32": (torch.float32, False), "tf32": (torch.float32, True)}
 PRECISIONS["bfloat16"] = (torch.bfloat16, False)
@@ -119,6 +106,41 @@ def op_function(op: str, ops_module) -> Callable:
     return getattr(ops_module, op)
 
 
+# Other implementations of the 1-vs-all cross-entropy, as providers: the reference ops with their
+# ``cross_entropy_all`` (a step's gain over eager is then the cross-entropy's).
+def _liger(q, entity, target, reduction: str = "mean") -> torch.Tensor:
+    from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+
+    out = liger_fused_linear_cross_entropy(q, entity, target, reduction=reduction)
+    return (out[0] if isinstance(out, tuple) else out).float()
+
+
+def _cce(q, entity, target, reduction: str = "mean") -> torch.Tensor:
+    from cut_cross_entropy import linear_cross_entropy as cut_cross_entropy
+
+    # filter_eps=None: exact gradients (CCE's default skips the gradient of logits whose softmax is
+    # below a threshold, an approximation the other providers do not make)
+    return cut_cross_entropy(q, entity, target, reduction=reduction, filter_eps=None).float()
+
+
+CE_PROVIDERS = {"linear": linear_cross_entropy, "liger": _liger, "cce": _cce}
+_IMPORT = {"liger": ("liger_kernel", "liger-kernel"), "cce": ("cut_cross_entropy", "cut-cross-entropy")}
+
+
+def unavailable_reason(name: str, device: str) -> str:
+    """Why cross-entropy provider ``name`` cannot run on ``device`` here ("" when it can)."""
+    if name not in _IMPORT:
+        return ""
+    module, package = _IMPORT[name]
+    if device != "cuda":
+        return f"{name} runs Triton kernels on a GPU only"
+    try:
+        __import__(module)
+    except ImportError as error:
+        return f"{name} is not installed (pip install {package}): {error}"
+    return ""
+
+
 def providers_for(device: str, wanted: list[str]) -> dict[str, object]:
     """Provider name -> ops module (``compile`` uses the reference) for those that run here."""
     found = {}
@@ -127,12 +149,12 @@ def providers_for(device: str, wanted: list[str]) -> dict[str, object]:
             raise SystemExit(f"unknown provider {name!r}; expected some of {','.join(PROVIDERS)}")
         if name in ("eager", "compile"):
             found[name] = reference
-        elif name in ce_providers.PROVIDERS:
-            why = ce_providers.unavailable_reason(name, device)
-            if why:
+        elif name in CE_PROVIDERS:
+            if why := unavailable_reason(name, device):
                 print(f"provider {name} skipped: {why}", flush=True)
             else:
-                found[name] = ce_providers.provider(name)
+                ops = {op: getattr(reference, op) for op in dir(reference) if not op.startswith("_")}
+                found[name] = SimpleNamespace(**ops | {"cross_entropy_all": CE_PROVIDERS[name]})
         elif name == "triton" and device != "cuda":
             continue  # the CPU interpreter is a test tool, not something to time
         elif available(name, device):
@@ -257,14 +279,13 @@ def tf32_products(enabled: bool):
 def run_job(job: Job, device: str, providers, reps: int, warmup: int):
     """Rows and failure lines of one job, in every mode it is timed in."""
     keep = job.op in CE_OPS and job.shape.name != "bandwidth"
-    providers = {k: v for k, v in providers.items() if k not in ce_providers.PROVIDERS or keep}
+    providers = {k: v for k, v in providers.items() if k not in CE_PROVIDERS or keep}
     if job.shape.name not in COMPILE_SHAPES:
         providers.pop("compile", None)
     modes = ("forward",) if job.op == "score_all" else MODES
     if job.shape.name == "large":  # each run takes tens of seconds on a CPU, tenths on a GPU
-        modes, reps, warmup = (
-            (modes, max(3, reps // 10), warmup) if device == "cuda" else (("forward+backward",), 1, 0)
-        )
+        on_gpu = (modes, max(3, reps // 10), warmup)
+        modes, reps, warmup = on_gpu if device == "cuda" else (("forward+backward",), 1, 0)
     if job.shape.name == "bandwidth":
         modes = ("forward",)
     with tf32_products(PRECISIONS[job.dtype][1] and device == "cuda"):
@@ -336,21 +357,17 @@ def summarize(rows: list[Row]) -> list[str]:
 
 def plot(rows: list[Row], png: Path) -> None:
     """One row of panels per (shape, dtype): speed-up over eager per op and mode, and peak memory."""
+    from benchmarks.runner import save, subplots
+
     rows = [r for r in rows if r["op"] != "copy"]
     providers = [p for p in PROVIDERS[1:] if any(r["provider"] == p for r in rows)]
     if not providers:
         return  # nothing to compare with eager
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     groups = sorted({(r["shape"], r["dtype"]) for r in rows})
-    fig, axes = plt.subplots(len(groups), 2, figsize=(15, 4.2 * len(groups)), squeeze=False)
+    fig, axes = subplots(len(groups), 2, figsize=(15, 4.2 * len(groups)), squeeze=False)
     for (shape, dtype), (speed_ax, memory_ax) in zip(groups, axes, strict=True):
-        here = {
-            (r["op"], r["mode"], r["provider"]): r for r in rows if (r["shape"], r["dtype"]) == (shape, dtype)
-        }
+        mine = [r for r in rows if (r["shape"], r["dtype"]) == (shape, dtype)]
+        here = {(r["op"], r["mode"], r["provider"]): r for r in mine}
         keys = [(op, mode) for op, mode, p in here if p == "eager"]
         width = 0.8 / len(providers)
         for i, p in enumerate(providers):
@@ -363,14 +380,11 @@ def plot(rows: list[Row], png: Path) -> None:
         speed_ax.set_yscale("log")  # speed-ups span 0.5x to 50x
         for ax, title in ((speed_ax, "speed-up over eager (x, log)"), (memory_ax, "peak memory / eager")):
             ax.axhline(1.0, color="black", linewidth=0.8)
-            ax.set_xticks(
-                range(len(keys)), [f"{op}\n{mode}" for op, mode in keys], fontsize=7, rotation=45, ha="right"
-            )
+            labels = [f"{op}\n{mode}" for op, mode in keys]
+            ax.set_xticks(range(len(keys)), labels, fontsize=7, rotation=45, ha="right")
             ax.set_title(f"{title}: {shape}, {dtype}", fontsize=9)
             ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, png, dpi=110)
 
 
 SPEC = Benchmark("kernels", __doc__, measure, add_arguments, summarize, plot, out_dir=True, partial=True,

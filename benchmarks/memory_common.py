@@ -2,8 +2,6 @@
 table, ``--name`` (an output stem beside ``--out``), torch threads, timing, random unit vectors, the
 ICEWS05-15 facts as strings, and evidence token counts."""
 
-from __future__ import annotations
-
 import argparse
 import contextlib
 import os
@@ -42,7 +40,7 @@ def main(spec: Benchmark, argv: Sequence[str] | None = None, stem: Callable | No
 
 
 def add_name(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--name", default=None, help="output file stem, in --out's folder")
+    parser.add_argument("--name", help="output file stem, in --out's folder")
 
 
 @contextlib.contextmanager
@@ -105,12 +103,8 @@ def token_counter(encoder) -> tuple[Callable[[str], int], str]:
     if isinstance(encoder, SentenceEncoder):
         tokenizer = encoder._encoder._load().tokenizer
 
-        def count(text: str) -> int:
-            return len(
-                tokenizer(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
-            )
-
-        return count, "MiniLM WordPiece tokens"
+        options = dict(add_special_tokens=False, truncation=False, verbose=False)
+        return (lambda text: len(tokenizer(text, **options)["input_ids"])), "MiniLM WordPiece tokens"
     return (lambda text: len(text.split())), "whitespace words"
 
 

@@ -1,16 +1,8 @@
 """TEMStore at scale: ingestion rate and retrieval latency with N stored records.
 
-Embedding is excluded from both: fact vectors are precomputed (random unit vectors of the MiniLM
-width, 384, served by ``rotmem.memory.CachedEncoder``), so ingestion times the store's write path
-(validation, the text check, SQLite rows, status recomputation, index add) and retrieval times
-``retrieve_vector`` (index search, SQLite fetch of the top k, records in source order). The embedding
-of one question by all-MiniLM-L6-v2 is timed on its own.
-
-    python -m benchmarks.memory_scale                      # 100,000 records
-    python -m benchmarks.memory_scale --records 20000 --queries 50 --no-minilm   # quick
+python -m benchmarks.memory_scale                      # 100,000 records
+python -m benchmarks.memory_scale --records 20000 --queries 50 --no-minilm   # quick
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.memory_scale (from the checkout's root)")
@@ -33,8 +25,7 @@ RELATIONS = ("lives in", "works as", "works for", "drinks", "likes", "owns", "mo
 
 
 def make_sessions(records: int, per_session: int, rng: np.random.Generator, encoder: CachedEncoder):
-    """``records`` facts in sessions of ``per_session``, each object in the session text; their fact
-    sentences get random unit vectors in ``encoder``."""
+    """``records`` facts in sessions of ``per_session``; their sentences get random vectors in ``encoder``."""
     sessions, personas = [], max(1, records // 200)
     for s in range(records // per_session):
         facts = [(f"persona{rng.integers(personas)}", str(rng.choice(RELATIONS)), f"value{s}x{i}")
@@ -61,9 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--per-session", type=int, default=10, help="facts per session")
     parser.add_argument("--batch-sessions", type=int, default=500, help="sessions per add_sessions call")
-    parser.add_argument(
-        "--single-sessions", type=int, default=300, help="sessions timed one add_session each"
-    )
+    parser.add_argument("--single-sessions", type=int, default=300, help="sessions timed one at a time")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("-k", type=int, default=15)
     parser.add_argument("--dim", type=int, default=384)
@@ -75,9 +64,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         return dict(metric=metric, index=index, threads=threads, records=args.records, value=round(value, 4),
                     unit=unit, note=note)  # fmt: skip
 
-    def percentiles(
-        name: str, wall: list[float], cpu: list[float], index="", threads="", note=""
-    ) -> Iterator[Row]:
+    def percentiles(name: str, wall: list, cpu: list, index="", threads="", note="") -> Iterator[Row]:
         for clock, samples in (("", wall), ("_cpu", cpu)):
             for q in (50, 95):
                 yield row(f"{name}{clock}_p{q}_ms", p(samples, q), "ms", index, threads, note)
@@ -114,9 +101,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         for backend, options in setups:
             with TEMStore(path, encoder=encoder, index_backend=backend, index_options=options) as store:
                 store.retrieve_vector(queries[0], args.k)  # warm-up
-                wall, cpu = timed(
-                    lambda i, store=store: store.retrieve_vector(queries[i], args.k), len(queries)
-                )
+                search = lambda i, store=store: store.retrieve_vector(queries[i], args.k)  # noqa: E731
+                wall, cpu = timed(search, len(queries))
             threads = "" if backend == "torch" else ("openmp" if options else "1")
             note = f"k={args.k}, embedding excluded; {load_average()}"
             yield from percentiles("retrieve", wall, cpu, backend, threads, note)

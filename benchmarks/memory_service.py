@@ -1,49 +1,16 @@
 """``rotmem serve`` under load: throughput and latency with N concurrent clients, then crash safety.
 
-1. ``prepare``: 100,000 records (2,000 personas x 8 relations, sessions of 10 facts) preloaded by
-   bulk batches into a SQLite file and into a Postgres namespace (a real server started from
-   Debian's binaries, fsync on). ``--vectors random`` (default): the preloaded facts get random
-   unit vectors of MiniLM's width (384) under MiniLM's encoder name, because embedding 100k facts
-   with MiniLM on 2 cores takes minutes at best (305 sentences/s on quiet cores, hours under load);
-   the search cost (index, fetch, re-rank) does not depend on the values, the retrieval
-   quality does and is not measured here. ``--vectors minilm``: real MiniLM vectors, computed once
-   and cached in ``--cache`` (.npy). Questions and new facts are always embedded by MiniLM.
-2. ``encoder`` (run first by ``load`` too, in the same process and run): the service's own encoder
-   (``SentenceEncoder`` on ``--device``, ``--encoder-threads`` torch threads, as the server) timed
-   alone at batch sizes 1, 2, 4, ..., 64 on new questions and on new facts written as the load
-   test writes them: sentences/s per batch size, the median of ``--reps`` batches -> rows
-   ``encoder`` of ``memory_service.csv``. That curve is the bound of the service's throughput.
-3. ``load``: for each backend, ``rotmem serve`` on 127.0.0.1 (a subprocess, the MiniLM encoder),
-   then N = 1, 4, 16, 64 concurrent clients (asyncio + httpx, another process) for ``--seconds``
-   each, 90 % searches (a new question each time, k = 15; the question's embedding by MiniLM is
-   inside the timed request) and 10 % adds (one session, one fact); then 16 clients that only add
-   (``adds_share`` 1). Per level: searches/s, adds/s, p50/p95/p99 latency, and the server's
-   encoder calls and mean batch size (the difference of ``GET /metrics`` around the level) ->
-   rows ``load`` of ``memory_service.csv``, ``memory_service.png``. Then rows ``target``, at 16
-   clients (else the largest N): searches/s >= 0.8 x the encoder's questions/s at the mean batch
-   size the server reached (the curve interpolated in log2 of the batch size), search p99 <= 3 x
-   p50, and add-only facts/s >= 0.8 x the encoder's facts/s at the batch size reached; each with
-   the measured value, the bound, their ratio and whether it passed. The mixed level's encoder
-   calls carry the adds' facts too (10 % of requests), so its searches/s can reach 0.9 x the bound.
-4. ``crash``: 5 cycles of: 16 clients adding (and searching) in a fresh namespace, the server
-   killed with SIGKILL after ``--kill-after`` s, restarted; then a reader in another process opens
-   the store read-only and checks that every add the server acknowledged is there, each session
-   whole (its one fact, its times, its date) -> ``memory_service_crash.csv``.
-
-    python -m benchmarks.memory_service prepare          # embeds once (--vectors minilm), preloads
-    python -m benchmarks.memory_service load crash       # the timed part (~7 minutes)
-    python -m benchmarks.memory_service encoder --device cuda   # the encoder's curve alone
-
-The machine's 2 cores run the server, its encoder and the clients together.
+python -m benchmarks.memory_service prepare          # embeds once (--vectors minilm), preloads
+python -m benchmarks.memory_service load crash       # the timed part (~7 minutes)
+python -m benchmarks.memory_service encoder --device cuda   # the encoder's curve alone
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.memory_service (from the checkout's root)")
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -60,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.memory_common import p, parse, unit_vectors
-from benchmarks.runner import ROOT, Benchmark, Row, command_line, commit_of, write_csv
+from benchmarks.runner import ROOT, Benchmark, Row, command_line, commit_of, save, subplots, write_csv
 
 RELATIONS = ("lives in", "works as", "works for", "drinks", "likes", "owns", "plays", "studies")
 PERSONAS, PER_SESSION = 2000, 10
@@ -83,15 +50,12 @@ def question(rng: random.Random) -> str:
 
 def new_fact(rng: random.Random, sid: str) -> dict:
     """A new fact, as the clients add them (one per session)."""
-    return {
-        "subject": f"persona{rng.randrange(PERSONAS)}",
-        "relation": rng.choice(RELATIONS),
-        "object": f"new{sid}",
-    }
+    subject, relation = f"persona{rng.randrange(PERSONAS)}", rng.choice(RELATIONS)
+    return {"subject": subject, "relation": relation, "object": f"new{sid}"}
 
 
 def preload_vectors(args, texts: list[str]) -> np.ndarray:
-    """Random unit vectors of MiniLM's width (``--vectors random``, module docs), or MiniLM's own,
+    """Random unit vectors of MiniLM's width (``--vectors random``, README), or MiniLM's own,
     computed once and kept in ``--cache``."""
     if args.vectors == "random":
         return unit_vectors(np.random.default_rng(0), len(texts), 384)
@@ -111,7 +75,7 @@ def preload_vectors(args, texts: list[str]) -> np.ndarray:
 def encoder_curve(args) -> Iterator[Row]:
     """The service's encoder (``rotmem serve``'s class, device and threads) timed alone: sentences/s at
     each batch size on new questions and new facts (as the clients send them), the median of ``reps``
-    timed batches after a warm-up batch (module docs)."""
+    timed batches after a warm-up batch (benchmarks/README.md)."""
     import torch
 
     from rotmem.memory import SentenceEncoder
@@ -146,7 +110,7 @@ def encoder_bound(curve: Sequence[Row], texts: str, batch: float) -> float:
 
 
 def targets(load: list[Row], curve: list[Row], clients: int) -> list[Row]:
-    """The rows ``target`` of one backend's load rows at ``clients`` (module docs)."""
+    """The rows ``target`` of one backend's load rows at ``clients`` (benchmarks/README.md)."""
     mixed = next(r for r in load if r["clients"] == clients and r["adds_share"] < 1)
     adding = next((r for r in load if r["clients"] == clients and r["adds_share"] == 1), None)
     checks = [
@@ -159,11 +123,8 @@ def targets(load: list[Row], curve: list[Row], clients: int) -> list[Row]:
         )
     rows = []
     for name, level, measured, texts, needed, sense in checks:
-        bound = (
-            level["search_p50_ms"]
-            if texts is None
-            else encoder_bound(curve, texts, level["mean_batch"] or 1.0)
-        )
+        batch = level["mean_batch"] or 1.0
+        bound = level["search_p50_ms"] if texts is None else encoder_bound(curve, texts, batch)
         ratio = measured / bound if bound else float("nan")
         rows.append({"row": "target", "backend": mixed["backend"], "encoder": mixed["encoder"],
                      "records": mixed["records"], "clients": clients, "adds_share": level["adds_share"],
@@ -178,7 +139,7 @@ def preload(location: str, namespace: str | None, rows, vectors) -> float:
     from rotmem.memory import CachedEncoder, SentenceEncoder, TemporalMemory
     from rotmem.memory.tem.store import fact_text
 
-    encoder = CachedEncoder(SentenceEncoder())  # the preload's vectors under MiniLM's name (module docs)
+    encoder = CachedEncoder(SentenceEncoder())  # the preload's vectors under MiniLM's name (README)
     encoder.put([fact_text(*row) for row in rows], vectors)
     options = {"namespace": namespace} if namespace else {"synchronous": "OFF"}
     sessions = [dict(session_id=f"p{s}", facts=rows[s * PER_SESSION : (s + 1) * PER_SESSION],
@@ -190,34 +151,41 @@ def preload(location: str, namespace: str | None, rows, vectors) -> float:
     return time.perf_counter() - start
 
 
-class Postgres:
+@contextlib.contextmanager
+def postgres(folder: Path) -> Iterator[str]:
     """A Postgres server from Debian's binaries in ``folder`` (fsync on) for a ``with`` block: its DSN."""
+    from tests.postgres_server import postgres_bin, start_server, stop_server
 
-    def __init__(self, folder: Path):
-        from tests.postgres_server import postgres_bin
+    binaries = postgres_bin()
+    if binaries is None:
+        raise SystemExit("no Postgres binaries: apt-get install postgresql")
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o755)
+    dsn = start_server(folder, binaries, fsync=True)  # an earlier prepare's starts again
+    try:
+        yield dsn
+    finally:
+        stop_server(folder, binaries)
 
-        self.folder, self.binaries = folder, postgres_bin()
-        if self.binaries is None:
-            raise SystemExit("no Postgres binaries: apt-get install postgresql")
 
-    def __enter__(self) -> str:
-        from tests.postgres_server import start_server
+def fresh(store: str, backend: str, namespace: str) -> str:
+    """The location of an empty ``namespace`` in ``store`` (its SQLite file, or the Postgres DSN)."""
+    if backend == "postgres":
+        from rotmem.memory.storage.postgres import drop_namespace
 
-        self.folder.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.folder, 0o755)
-        return start_server(self.folder, self.binaries, fsync=True)  # an earlier prepare's starts again
-
-    def __exit__(self, *exc) -> None:
-        from tests.postgres_server import stop_server
-
-        stop_server(self.folder, self.binaries)
+        drop_namespace(store, namespace)
+        return store
+    Path(store).mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{store}/{namespace}.db{suffix}").unlink(missing_ok=True)
+    return f"{store}/{namespace}.db"
 
 
 def stores(args) -> Iterator[tuple[str, str]]:
     """``(backend, store)`` for each of ``--backends``, its server running while the caller uses it."""
     for backend in args.backends:
         if backend == "postgres":
-            with Postgres(Path(args.work) / "postgres") as dsn:
+            with postgres(Path(args.work) / "postgres") as dsn:
                 yield backend, dsn
         else:
             yield backend, str(Path(args.work) / "sqlite")
@@ -230,16 +198,8 @@ def run_prepare(args) -> None:
     rows = fact_rows(args.records)
     vectors = preload_vectors(args, [fact_text(*row) for row in rows])
     for backend, store in stores(args):
-        if backend == "sqlite":
-            Path(store).mkdir(parents=True, exist_ok=True)
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{store}/{NAMESPACE}.db{suffix}").unlink(missing_ok=True)
-            seconds = preload(f"{store}/{NAMESPACE}.db", None, rows, vectors)
-        else:
-            from rotmem.memory.storage.postgres import drop_namespace
-
-            drop_namespace(store, NAMESPACE)
-            seconds = preload(store, NAMESPACE, rows, vectors)
+        location = fresh(store, backend, NAMESPACE)
+        seconds = preload(location, NAMESPACE if backend == "postgres" else None, rows, vectors)
         print(f"{backend} preload: {seconds:.1f} s", flush=True)
     (work / "prepared.json").write_text(json.dumps({"records": args.records, "vectors": args.vectors}))
 
@@ -282,12 +242,9 @@ class Server:
         import httpx
 
         text = httpx.get(f"{self.url}/metrics", timeout=30).text
-        values = dict(
-            line.split() for line in text.splitlines() if line.startswith("rotmem_encoder_batch_size_")
-        )
-        return float(values["rotmem_encoder_batch_size_count"]), float(
-            values["rotmem_encoder_batch_size_sum"]
-        )
+        prefix = "rotmem_encoder_batch_size_"
+        values = dict(line.split() for line in text.splitlines() if line.startswith(prefix))
+        return float(values[f"{prefix}count"]), float(values[f"{prefix}sum"])
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
@@ -417,22 +374,14 @@ async def load_then_kill(server: Server, token: str, kill_after: float, prefix: 
 
 
 def run_crash(args, store: str, backend: str, keys: Path, tokens: dict) -> list[Row]:
-    from rotmem.memory.storage.postgres import drop_namespace
-
-    location = store if backend == "postgres" else str(Path(store) / f"{CRASH_NAMESPACE}.db")
-    if backend == "postgres":
-        drop_namespace(store, CRASH_NAMESPACE)
-    else:
-        for suffix in ("", "-wal", "-shm"):
-            Path(location + suffix).unlink(missing_ok=True)
+    location = fresh(store, backend, CRASH_NAMESPACE)
     acknowledged: list[tuple[str, str]] = []
     rows = []
     for cycle in range(1, args.cycles + 1):
         server = Server(store, keys, keys.parent / f"serve-{backend}-crash.log")
         server.wait_ready()
-        out = asyncio.run(
-            load_then_kill(server, tokens[CRASH_NAMESPACE], args.kill_after, f"{backend}-k{cycle}-")
-        )
+        kill = load_then_kill(server, tokens[CRASH_NAMESPACE], args.kill_after, f"{backend}-k{cycle}-")
+        out = asyncio.run(kill)
         acknowledged += out["acknowledged"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         seen = subprocess.run([sys.executable, "-c", READER, location, CRASH_NAMESPACE], capture_output=True,
@@ -464,20 +413,14 @@ def plot(rows: list[Row], path: Path) -> None:
     rows = [r for r in rows if r["row"] == "load" and r["adds_share"] < 1]
     if not rows:
         return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (left, right) = subplots(1, 2, figsize=(10, 4))
     for backend in sorted({(r["backend"], r.get("encoder") or "in-process") for r in rows}):
         mine = [r for r in rows if (r["backend"], r.get("encoder") or "in-process") == backend]
         backend = "/".join(backend)
         n = [r["clients"] for r in mine]
         left.plot(n, [r["searches_per_s"] for r in mine], "o-", label=backend)
-        left.plot(
-            n, [0.8 * r["encoder_bound_per_s"] for r in mine], "x:", label=f"{backend}: 0.8 x encoder alone"
-        )
+        bound = [0.8 * r["encoder_bound_per_s"] for r in mine]
+        left.plot(n, bound, "x:", label=f"{backend}: 0.8 x encoder alone")
         right.plot(n, [r["search_p99_ms"] for r in mine], "o-", label=f"{backend} p99")
         right.plot(n, [r["search_p50_ms"] for r in mine], "x--", label=f"{backend} p50")
     for axis, label in ((left, "searches/s"), (right, "search latency, ms (MiniLM embedding included)")):
@@ -486,8 +429,7 @@ def plot(rows: list[Row], path: Path) -> None:
         axis.set_ylabel(label)
         axis.legend(fontsize=7)
     fig.suptitle(f"rotmem serve, {rows[0]['records']} records, 2-core CPU, server and clients on one machine")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save(fig, path)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -528,9 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         SPEC.run(args, command)
     if "crash" in args.phases:
         keys, tokens = make_keys(Path(args.work))
-        rows = [
-            row for backend, store in stores(args) for row in run_crash(args, store, backend, keys, tokens)
-        ]
+        rows = [r for backend, store in stores(args) for r in run_crash(args, store, backend, keys, tokens)]
         write_csv(args.out.with_name("memory_service_crash.csv"), rows, command, commit_of())
     return 0
 

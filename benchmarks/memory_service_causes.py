@@ -1,21 +1,7 @@
 """Where a search of ``rotmem serve`` spends its time, each cause before and after its fix, in one run.
 
-On the SQLite file ``memory_service prepare`` wrote (100,000 records), in one process, one thread (no
-HTTP): per cause the old way and the new way side by side, ms per question (median of ``--repeats``):
-
-- ``latest date``: the default "now" of a search, ``MAX(t_obs)`` over the timed facts: a scan
-  (``NOT INDEXED``, as before the ``t_obs`` indexes) against the index lookup;
-- ``index search``: the flat FAISS scan for one question against a batch of 16 (per question);
-- ``record fetch``: the 50 candidates fetched per question against the ones that can reach the top
-  15 (``TemporalMemory._reachable``, no fitted model);
-- ``store path``: ``TemporalMemory.retrieve_many`` for one question against 16 (question vectors
-  given: the embedding is excluded here);
-- ``MiniLM``: one question against a batch of 16 (per question).
-
-    python -m benchmarks.memory_service_causes --work /tmp/rotmem-memory-service
+python -m benchmarks.memory_service_causes --work /tmp/rotmem-memory-service
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.memory_service_causes (from the checkout's root)")
@@ -89,9 +75,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         yield row("MiniLM", "batch of 16", lambda: encoder.encode(questions), per=BATCH)
 
 
-SPEC = Benchmark(
-    "memory_service_causes", __doc__, measure, add_arguments, csv_name="memory_service/memory_service_causes"
-)
+CSV = "memory_service/memory_service_causes"
+SPEC = Benchmark("memory_service_causes", __doc__, measure, add_arguments, csv_name=CSV)
 
 if __name__ == "__main__":
     raise SystemExit(run_main(SPEC))  # --out: the CSV or its folder

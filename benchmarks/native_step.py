@@ -1,15 +1,7 @@
 """Time one whole RoMem training step with the native backend beside the eager and compiled reference.
 
-The step is ``harness.step`` forward and backward. Providers: ``eager`` and ``compile`` of the
-reference ops, ``native``, ``native+compile``, ``native-recompute`` (the CE gradients recomputed in
-backward), ``native-dense`` (dense entity-row gradients instead of sparse ones) and ``matmul-floor``
-(only the cross-entropy's three BLAS products: the float32 bound). Interleaved round by round; per
-provider the median and quartiles, the speed-up over eager and the loss.
-
-    python -m benchmarks.native_step --threads 2 --rounds 9
+python -m benchmarks.native_step --threads 2 --rounds 9
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.native_step (from the checkout's root)")

@@ -1,23 +1,7 @@
 """pgvector against the in-memory index, for the Postgres backend's vectors: one search at 100k.
 
-The issue asks "pgvector for the vectors or the existing index: measure and choose". Debian 12's
-apt has no ``postgresql-15-pgvector``; the ``pgserver`` wheel (``pip install pgserver``) bundles
-PostgreSQL 16.2 with pgvector 0.6.2, so this script runs there: ``--records`` random unit vectors of
-MiniLM's width in a ``vector(384)`` column, then per question the top 50 by inner product (what
-``TemporalMemory`` asks the index for):
-
-- ``pgvector exact``: ``ORDER BY embedding <#> q LIMIT 50`` without an index (a parallel seq scan);
-- ``pgvector hnsw``: the same with an HNSW index (``vector_ip_ops``, default m / ef_construction,
-  ``ef_search`` = 100), approximate: its recall@50 against the exact answer is reported;
-- ``faiss flat``: ``rotmem.index`` FAISS flat (exact), one question, and a batch of 16 (per question).
-
-    python -m benchmarks.pgvector_search      # -> benchmarks/results/memory_service/pgvector.csv
-
-Random vectors have no cluster structure, so HNSW's recall here is a lower bound of what MiniLM
-vectors give; the timings do not depend on the values.
+python -m benchmarks.pgvector_search      # -> benchmarks/results/memory_service/pgvector.csv
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.pgvector_search (from the checkout's root)")
@@ -104,9 +88,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
             build_s = time.perf_counter() - start
             db.execute("SET hnsw.ef_search = 100")
             recall = np.mean([len(set(pg(q)) & set(e)) / TOP for q, e in zip(queries, exact, strict=True)])
-            yield row(
-                "pgvector hnsw (ef_search 100)", seconds_each(pg, queries), recall, f"build {build_s:.1f} s"
-            )
+            hnsw = seconds_each(pg, queries)
+            yield row("pgvector hnsw (ef_search 100)", hnsw, recall, f"build {build_s:.1f} s")
         server.cleanup()
     index = make_index(DIM, backend="faiss")
     index.add(np.arange(args.records), vectors)

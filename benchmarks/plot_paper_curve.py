@@ -1,16 +1,7 @@
 """The paper-size learning curve beside the paper's figure and the race's best config.
 
-    python -m benchmarks.plot_paper_curve
-
-Reads the curve of ``icews05-15-chronor`` (dim 500, k 3, the paper's settings) written by
-``accuracy_race.py --budget-s 5400 --configs icews05-15-chronor --out-dir
-benchmarks/results/paper_curve`` and the race (``benchmarks/results/accuracy_race``), and draws
-test MRR (realistic ties) against training minutes on this machine, under both filters, with the
-paper's 0.726 (static filter, ICEWS05-15, after its GPU training) as a horizontal line. Writes
-``paper_curve.png`` next to the curve's CSV and prints the curve's last row per filter.
+python -m benchmarks.plot_paper_curve
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.plot_paper_curve (from the checkout's root)")
@@ -18,7 +9,7 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 import argparse
 from pathlib import Path
 
-from benchmarks.runner import RESULTS, read_csv
+from benchmarks.runner import RESULTS, read_csv, save, subplots
 
 PAPER_STATIC_MRR = 0.726  # RoMem paper, ICEWS05-15, static filter
 
@@ -42,33 +33,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="icews05-15-chronor")
     parser.add_argument("--race", type=Path, default=RESULTS / "accuracy_race" / "accuracy_race.csv")
     parser.add_argument("--best", default="icews05-15-romem-complex-day", help="the race's model to draw")
-    parser.add_argument("--out", type=Path, default=None, help="default: paper_curve.png beside --curve")
+    parser.add_argument("--out", type=Path, help="default: paper_curve.png beside --curve")
     args = parser.parse_args(argv)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     paper, best = read_curve(args.curve, args.model), read_curve(args.race, args.best)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = subplots(figsize=(8, 4.5))
     for curve, name, color in ((paper, args.model, "C0"), (best, args.best, "C3")):
         for kind, style in (("static", "-"), ("time-aware", "--")):
             points = curve.get(kind, [])
-            ax.plot(
-                [p[0] for p in points],
-                [p[1] for p in points],
-                style,
-                color=color,
-                marker=".",
-                label=f"{name}, {kind}",
-            )
+            minutes, mrr = [p[0] for p in points], [p[1] for p in points]
+            ax.plot(minutes, mrr, style, color=color, marker=".", label=f"{name}, {kind}")
     ax.axhline(PAPER_STATIC_MRR, color="grey", linestyle=":", label=f"paper, static ({PAPER_STATIC_MRR})")
     ax.set(xlabel="training minutes (2-core CPU, this machine)", ylabel="ICEWS05-15 test MRR, realistic ties")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="center right")
-    fig.tight_layout()
     out = args.out or args.curve.with_name("paper_curve.png")
-    fig.savefig(out, dpi=120)
+    save(fig, out)
     for kind, points in paper.items():
         minutes, mrr = points[-1]
         print(f"{args.model} {kind}: {mrr:.4f} after {minutes:.1f} min ({len(points)} evaluations)")

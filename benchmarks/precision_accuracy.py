@@ -3,16 +3,9 @@ same seed and batches, with Lightning's ``precision="32-true"`` and ``"bf16-mixe
 cross-entropy's products in bfloat16, ``rotmem.ops.autocast_inputs``; float32 master weights,
 optimizer state and everything else), on the CPU.
 
-Per precision: the test split's filtered MRR under both filters, realistic ties, and Hits@1/10 of
-the time-aware filter. Writes ``<out-dir>/precision_accuracy.csv`` (``benchmarks.runner``).
-TF32 has no CPU counterpart (its products exist on NVIDIA GPUs only): its accuracy is left to a GPU
-run of this script with ``--precisions 32-true,tf32,bf16-mixed --accelerator gpu``.
-
     python -m benchmarks.precision_accuracy                 # rank 16, 2 epochs: ~10 minutes on 2 cores
     python -m benchmarks.precision_accuracy --epochs 1 --facts 20000 --out-dir /tmp/p   # smoke test
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.precision_accuracy (from the checkout's root)")
@@ -43,38 +36,25 @@ def train_and_evaluate(kg, precision: str, rank: int, epochs: int, accelerator: 
     pl.seed_everything(0, verbose=False)
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     data = TemporalKGDataModule(kg=kg, batch_size=500, num_negative_times=0)
-    family = RoMemComplEx(
-        data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=2 * rank, **FAMILY
-    )
-    module = Phase2Module(
-        family,
-        history=demo_history(),
-        regularizer="modulus3",
-        regularizer_weight=1e-3,
-        smoothness_weight=1.0,
-        time_weight=0.0,
-    )
+    shape = dict(tau0=data.tau0, num_days=data.num_days, dim=2 * rank)
+    family = RoMemComplEx(data.num_entities, data.num_relations, **shape, **FAMILY)
+    objective = dict(regularizer="modulus3", regularizer_weight=1e-3, smoothness_weight=1.0, time_weight=0.0)
+    module = Phase2Module(family, history=demo_history(), **objective)
     precision = "32-true" if precision == "tf32" else precision
     trainer = quiet_trainer(root, max_epochs=epochs, precision=precision, accelerator=accelerator)
     trainer.fit(module, datamodule=data)
     metrics = evaluate_all(module.model, kg, "test")
     aware, static = metrics["time-aware/realistic"], metrics["static/realistic"]
-    return {
-        "precision": "tf32" if torch.backends.cuda.matmul.allow_tf32 else precision,
-        "rank": rank,
-        "epochs": epochs,
-        "train_facts": kg.train.shape[0],
-        "time_aware_mrr": round(aware["mrr"], 4),
-        "static_mrr": round(static["mrr"], 4),
-        "time_aware_hits@1": round(aware["hits@1"], 4),
-        "time_aware_hits@10": round(aware["hits@10"], 4),
-    }
+    return {"precision": "tf32" if torch.backends.cuda.matmul.allow_tf32 else precision, "rank": rank,
+            "epochs": epochs, "train_facts": kg.train.shape[0], "time_aware_mrr": round(aware["mrr"], 4),
+            "static_mrr": round(static["mrr"], 4), "time_aware_hits@1": round(aware["hits@1"], 4),
+            "time_aware_hits@10": round(aware["hits@10"], 4)}  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--facts", type=int, default=None, help="train on the first FACTS facts only (smoke)")
+    parser.add_argument("--facts", type=int, help="train on the first FACTS facts only (smoke)")
     parser.add_argument("--precisions", default="32-true,bf16-mixed", help=f"some of {','.join(PRECISIONS)}")
     parser.add_argument("--accelerator", default="cpu")
 

@@ -1,23 +1,4 @@
-"""The one runner every benchmark is a spec on: rows → CSV (with its command and commit) → markdown → plot.
-
-A benchmark module defines a :class:`Benchmark` and calls ``SPEC.main()`` under the ``__main__``
-guard. The runner owns what every benchmark used to write itself: the argument parser's
-``--out`` (the CSV), the ``command`` and ``commit`` columns, the markdown table beside the CSV
-(``.md``: the summary lines, then the rows), and the optional plot (``.png``). A benchmark writes
-only what it measures::
-
-    def measure(args) -> Iterator[dict]:
-        yield {"provider": "eager", "ms": 1.2}
-
-    SPEC = Benchmark("eval_speed", __doc__, measure, add_arguments=..., summarize=...)
-
-Rows are flat dicts; the first row's keys (then any new keys of later rows) are the CSV's header.
-Shared helpers: ``add_threads`` (``--threads``, applied before ``measure``), ``machine()`` (cpu,
-threads, load average, GPU), ``timed``/``interleaved``/``percentile``/``spread`` (timing that is fair
-on a shared machine: providers round by round).
-"""
-
-from __future__ import annotations
+"""The one runner every benchmark is a spec on: rows → CSV (with its command and commit) → markdown → plot."""
 
 import argparse
 import csv
@@ -40,29 +21,26 @@ Row = dict[str, object]
 
 def commit_of(root: Path = ROOT) -> str:
     """The checkout's commit (``+dirty`` when tracked files differ from it), or ``unknown``."""
+    git = ["git", "-C", str(root)]
     try:
         head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "diff", "--quiet", "HEAD"], capture_output=True
-        ).returncode
+            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+        dirty = subprocess.run([*git, "diff", "--quiet", "HEAD"], capture_output=True).returncode
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return f"{head}+dirty" if dirty else head
+    return f"{head.stdout.strip()}+dirty" if dirty else head.stdout.strip()
 
 
 def command_line(
     module: str, argv: Sequence[str] | None = None, env: Sequence[str] = ("OMP_NUM_THREADS",)
 ) -> str:
-    """The command that ran ``python -m benchmarks.<module>`` with ``argv`` (the process's arguments when
-    None), prefixed by the settings of the environment variables ``env`` that are set."""
+    """The command that ran ``python -m benchmarks.<module>`` (``module`` may end in a section after a
+    space: ``gate report``) with ``argv`` (the process's arguments when None), prefixed by the settings
+    of the environment variables ``env`` that are set."""
     args = sys.argv[1:] if argv is None else list(argv)
     settings = [f"{name}={os.environ[name]}" for name in env if name in os.environ]
-    return shlex.join([*settings, "python", "-m", f"benchmarks.{module}", *args])
+    return shlex.join([*settings, "python", "-m", *f"benchmarks.{module}".split(" "), *args])
 
 
 def header_of(rows: Iterable[Row]) -> list[str]:
@@ -173,22 +151,28 @@ def spread(times: Sequence[float], low: int = 20, high: int = 80, prefix: str = 
     return {k: round(v, digits) for k, v in row.items()}
 
 
+def subplots(*grid: int, **options):
+    """``matplotlib.pyplot.subplots`` on the Agg backend (no display): ``(fig, axes)``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*grid, **options)
+
+
+def save(fig, path: Path, dpi: int = 120) -> None:
+    """Lay ``fig`` out, write it to ``path`` and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
+
 @dataclass(frozen=True)
 class Benchmark:
-    """One benchmark: what it measures, and how its rows are summarised and drawn.
-
-    ``name``: the module under ``benchmarks`` (``"eval_speed"``, ``"temporal_qa.run"``); its CSV is
-    ``results/<csv_name>.csv`` unless ``--out``. ``doc``: the module docstring (its first line is the
-    ``--help`` description). ``measure(args)`` yields rows. ``add_arguments(parser)`` adds the
-    benchmark's own options. ``summarize(rows)`` returns lines printed and put above the markdown table
-    (ratios, means); ``plot(rows, path)`` draws ``path`` (a ``.png``). ``columns``: the markdown
-    table's columns (default: all but ``command`` and ``commit``). ``out_dir``: the option is
-    ``--out-dir`` (the CSV ``<out-dir>/<csv_name>.csv``; default ``results/``, or ``out_dir`` when
-    a path) instead of ``--out``; ``csv_name`` may be a
-    function of the arguments. ``partial``: rewrite the CSV after every row (a run stopped at a time
-    limit keeps what it measured). ``empty_ok``: measuring nothing is no error. Lines that ``measure``
-    appends to ``args.notes`` (failures, skips) follow the summary.
-    """
+    """One benchmark: ``measure(args)`` yields rows; the fields are described in benchmarks/README.md."""
 
     name: str
     doc: str | None
@@ -206,7 +190,7 @@ class Benchmark:
     @property
     def default_out(self) -> Path:
         name = self.csv_name if isinstance(self.csv_name, str) else None
-        return RESULTS / f"{name or self.name.replace('.', '_')}.csv"
+        return RESULTS / f"{name or self.name.replace('.', '/')}.csv"
 
     def out_path(self, args: argparse.Namespace) -> Path:
         """The CSV of a run with ``args``."""

@@ -3,16 +3,7 @@ time and memory as the number of entities grows (method and figures: docs/scale.
 
     python -m benchmarks.scale                         # both sections (about 15 minutes on 2 cores)
     python -m benchmarks.scale --sections eval --quick # or train; small sizes: a smoke run
-
-train: one Phase-2 step (Adagrad) on a fixed global batch by 1 process with 2 threads, 2 DDP processes
-(gloo) and 2 entity-parallel ones (``rotmem.distributed``), 1 thread each, at ICEWS05-15's size and at
-N = 1M (synthetic, dim 128): facts/s, the entity table + gradient + Adagrad state, peak RSS, per rank.
-eval: 1000 queries (both filters, every tie rule) of a synthetic graph, N = 10k .. 1M, dim 500: fused
-(``filtered_rank_counts``) against eager (``[B, N]`` scores, batch ``min(1000, 10^8 / N)``), seconds
-and the growth of torch-allocated memory. Rows carry the load average (the cores are shared).
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.scale (from the checkout's root)")
@@ -31,7 +22,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from benchmarks.runner import Benchmark, Row, add_threads
+from benchmarks.runner import Benchmark, Row, add_threads, save, subplots
 
 FIELDS = (
     "section", "graph", "entities", "dim", "mode", "ranks", "threads_per_rank", "batch", "steps",
@@ -71,9 +62,8 @@ def training_facts(spec: TrainSpec) -> tuple[torch.Tensor, float]:
 def train_worker(rank: int, spec: TrainSpec, folder: str) -> None:
     torch.set_num_threads(spec.threads)
     if spec.world > 1:
-        dist.init_process_group(
-            "gloo", init_method=f"file://{folder}/rendezvous", rank=rank, world_size=spec.world
-        )
+        rendezvous = f"file://{folder}/rendezvous"
+        dist.init_process_group("gloo", init_method=rendezvous, rank=rank, world_size=spec.world)
     from rotmem.distributed import ShardedEntityTable, entity_parallel_loss
     from rotmem.losses import Objective, embedding_regularizer
     from rotmem.models.romem import RoMem
@@ -93,10 +83,8 @@ def train_worker(rank: int, spec: TrainSpec, folder: str) -> None:
 
         def forward(self, batch: torch.Tensor) -> torch.Tensor:
             if table is not None:
-                terms = entity_parallel_loss(
-                    model, table, batch, lambda m, f: {"reg": embedding_regularizer(m, f)}
-                )
-                return objective.total(terms)
+                regularizer = lambda m, f: {"reg": embedding_regularizer(m, f)}
+                return objective.total(entity_parallel_loss(model, table, batch, regularizer))
             return phase2_loss(model, {"facts": batch}, objective, sigma_years=0.5)[0]
 
     loss_of = torch.nn.parallel.DistributedDataParallel(Loss()) if spec.mode == "ddp" else Loss()
@@ -145,16 +133,10 @@ def train_worker(rank: int, spec: TrainSpec, folder: str) -> None:
 
 def run_training(spec: TrainSpec) -> dict:
     with tempfile.TemporaryDirectory() as folder:
-        mp.start_processes(
-            train_worker, args=(spec, folder), nprocs=spec.world, join=True, start_method="spawn"
-        )
+        mp.start_processes(train_worker, (spec, folder), nprocs=spec.world, start_method="spawn")
         ranks = [torch.load(Path(folder) / f"rank{r}.pt") for r in range(spec.world)]
-    return {
-        "seconds": max(r["seconds"] for r in ranks),
-        "facts_per_s": min(r["facts_per_s"] for r in ranks),
-        "table_grad_state_mb_per_rank": max(r["table_grad_state_mb_per_rank"] for r in ranks),
-        "peak_rss_mb_per_rank": max(r["peak_rss_mb_per_rank"] for r in ranks),
-    }
+    worst = dict(seconds=max, facts_per_s=min, table_grad_state_mb_per_rank=max, peak_rss_mb_per_rank=max)
+    return {key: pick(r[key] for r in ranks) for key, pick in worst.items()}
 
 
 def train_section(args) -> Iterator[dict]:
@@ -220,12 +202,7 @@ def eval_section(args) -> Iterator[dict]:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (left, right) = subplots(1, 2, figsize=(11, 4))
     for evaluator, marker in (("fused", "o"), ("eager", "s")):
         points = [(r["entities"], r["seconds"]) for r in rows if r["evaluator"] == evaluator]
         left.plot([n for n, _ in points], [s for _, s in points], marker=marker, label=evaluator)
@@ -235,17 +212,13 @@ def plot(rows: list[dict], path: Path) -> None:
     train = [r for r in rows if r["section"] == "train"]
     bars = right.bar(range(len(train)), [r["facts_per_s"] for r in train])
     for bar, r in zip(bars, train, strict=True):
-        right.annotate(
-            f"{r['table_grad_state_mb_per_rank']:.0f} MB", (bar.get_x(), bar.get_height()), fontsize=7
-        )
-    right.set_xticks(
-        range(len(train)), [f"{r['graph']}\n{r['mode']} x{r['ranks']}" for r in train], fontsize=6
-    )
-    right.set(
-        yscale="log", ylabel="facts / s", title="training step, 2 threads in all (MB: table+grad+state)"
-    )
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+        mb = f"{r['table_grad_state_mb_per_rank']:.0f} MB"
+        right.annotate(mb, (bar.get_x(), bar.get_height()), fontsize=7)
+    labels = [f"{r['graph']}\n{r['mode']} x{r['ranks']}" for r in train]
+    right.set_xticks(range(len(train)), labels, fontsize=6)
+    title = "training step, 2 threads in all (MB: table+grad+state)"
+    right.set(yscale="log", ylabel="facts / s", title=title)
+    save(fig, path)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

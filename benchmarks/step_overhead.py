@@ -2,16 +2,9 @@
 history term and the rule counts) at tiny shapes (dim 8, N = 100, batch 500), where what is left is
 Python, Lightning, logging, launches and the history's counting (on a GPU it sets the epoch's time).
 
-Variants, interleaved epoch by epoch: ``counts-in-step`` (the history counted in the step, as before
-the loader made the counts), ``counts-in-loader`` (what ``Phase2Module`` sets up now) and
-``no-history`` (the floor). Per variant: the step's milliseconds (``training_step`` through the
-optimizer), the batch's making, and the host syncs of one step (``rotmem.host_syncs``).
-
     python -m benchmarks.step_overhead                    # ~1 minute on 2 cores
     python -m benchmarks.step_overhead --epochs 1 --facts 2000 --out-dir /tmp/s   # smoke test
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.step_overhead (from the checkout's root)")
@@ -43,14 +36,8 @@ def random_kg(entities: int, relations: int, facts: int, days: int, seed: int) -
     g = torch.Generator().manual_seed(seed)
     columns = [(0, entities), (0, relations), (0, entities), (16071, 16071 + days)]
     train = torch.stack([torch.randint(low, high, (facts,), generator=g) for low, high in columns], 1)
-    return TemporalKG(
-        "random",
-        [f"e{i}" for i in range(entities)],
-        [f"r{i}" for i in range(relations)],
-        train,
-        train[:100],
-        train[:100],
-    )
+    names = [f"e{i}" for i in range(entities)], [f"r{i}" for i in range(relations)]
+    return TemporalKG("random", *names, train, train[:100], train[:100])
 
 
 class StepTimer(pl.Callback):
@@ -74,15 +61,13 @@ def make(variant: str, kg: TemporalKG, dim: int, batch: int) -> tuple[TemporalKG
     family = RoMemComplEx(
         data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=dim
     )
-    module = Phase2Module(
-        family, history=history, regularizer="modulus3", regularizer_weight=1e-3, smoothness_weight=1.0
-    )
-    return data, module
+    regularizer = dict(regularizer="modulus3", regularizer_weight=1e-3, smoothness_weight=1.0)
+    return data, Phase2Module(family, history=history, **regularizer)
 
 
 def run_epoch(variant: str, data, module, root: str) -> tuple[list[float], list[float]]:
-    """One epoch through Lightning: the steps' and the batches' milliseconds (the first step, which
-    checks the days' range once, left out)."""
+    """One epoch through Lightning: the steps' and the batches' ms (the first step, which checks the days'
+    range once, left out)."""
     timer = StepTimer()
     trainer = quiet_trainer(root, max_epochs=1, callbacks=[timer])
     make_batch = data.make_batch

@@ -2,18 +2,7 @@
 
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.tune_accuracy \\
         --config icews05-15-romem-complex-rules --trials 12 --epochs 4 --threads 1
-
-Each trial trains the config's family and history term through ``rotmem.training.fit`` with the
-settings Optuna suggests (learning rate, N3 weight, rank, batch size), ranks the validation split
-after every epoch (time-aware filter, realistic ties) and scores the trial by its best epoch: early
-stopping on validation, so the test split is never read. Optuna's median pruner stops a trial whose
-epoch falls below the median of earlier trials at that epoch. The study lives in a journal file
-beside the CSV (``<out>.journal``): a stopped study resumes where it was, and ``--trials 0`` only
-rewrites the CSV from it. One row per trial and epoch: its settings, the validation MRR (time-aware
-and static) and whether the trial was pruned.
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.tune_accuracy (from the checkout's root)")
@@ -43,10 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", default="icews05-15-romem-complex-rules", help="a packaged config or a file"
     )
-    parser.add_argument("--data", default=None, help="override the config's dataset (e.g. synthetic)")
+    parser.add_argument("--data", help="override the config's dataset (e.g. synthetic)")
     parser.add_argument("--trials", type=int, default=12, help="new trials to run (0: only write the CSV)")
     parser.add_argument("--epochs", type=int, default=4, help="most epochs a trial trains")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads while training")
+    parser.add_argument("--threads", type=int, help="torch CPU threads while training")
     parser.add_argument("--seed", type=int, default=0, help="the sampler's and the trials' seed")
     parser.add_argument("--eval-batch-size", type=int, default=1000)
 
@@ -56,11 +45,8 @@ def suggest(trial, model: dict) -> tuple[dict, float, int]:
     family = {**model["family"], "init_args": dict(model["family"].get("init_args") or {})}
     family["init_args"]["dim"] = trial.suggest_categorical("dim", [128, 256, 512])
     trial.suggest_float("regularizer_weight", 1e-4, 1e-2, log=True)
-    return (
-        family,
-        trial.suggest_float("lr", 0.02, 0.3, log=True),
-        trial.suggest_categorical("batch_size", [500, 1000]),
-    )
+    lr = trial.suggest_float("lr", 0.02, 0.3, log=True)
+    return family, lr, trial.suggest_categorical("batch_size", [500, 1000])
 
 
 def train_trial(trial, args: argparse.Namespace, settings: dict) -> float:
@@ -123,22 +109,15 @@ def train_trial(trial, args: argparse.Namespace, settings: dict) -> float:
 def study_rows(study) -> Iterator[Row]:
     """One row per trial and epoch, in trial order."""
     for trial in study.trials:
-        epochs = sorted(
-            (int(k.removeprefix("epoch_")), v) for k, v in trial.user_attrs.items() if k.startswith("epoch_")
-        )
+        attrs = trial.user_attrs.items()
+        epochs = sorted((int(k.removeprefix("epoch_")), v) for k, v in attrs if k.startswith("epoch_"))
+        params = {
+            name: trial.params.get(name, "") for name in ("lr", "regularizer_weight", "dim", "batch_size")
+        }
         for epoch, figures in epochs:
-            yield {
-                "trial": trial.number,
-                "baseline": bool(trial.user_attrs.get("baseline")),
-                "state": trial.state.name.lower(),
-                **{
-                    name: trial.params.get(name, "")
-                    for name in ("lr", "regularizer_weight", "dim", "batch_size")
-                },
-                "epoch": epoch,
-                **figures,
-                "best_valid_mrr": trial.value if trial.value is not None else "",
-            }
+            yield {"trial": trial.number, "baseline": bool(trial.user_attrs.get("baseline")),
+                   "state": trial.state.name.lower(), **params, "epoch": epoch, **figures,
+                   "best_valid_mrr": trial.value if trial.value is not None else ""}  # fmt: skip
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
@@ -186,9 +165,8 @@ def summarize(rows: list[Row]) -> list[str]:
         best = max(done, key=lambda r: float(r["best_valid_mrr"]))
         lines.append(
             f"best: trial {best['trial']}, valid time-aware MRR {float(best['best_valid_mrr']):.4f} "
-            "(best epoch), "
-            f"lr {float(best['lr']):.4g}, N3 {float(best['regularizer_weight']):.3g}, dim {best['dim']}, "
-            f"batch {best['batch_size']}"
+            f"(best epoch), lr {float(best['lr']):.4g}, N3 {float(best['regularizer_weight']):.3g}, "
+            f"dim {best['dim']}, batch {best['batch_size']}"
         )
     return lines
 

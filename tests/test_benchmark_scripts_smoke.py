@@ -197,11 +197,11 @@ def test_memory_service_targets_interpolate_the_encoder_curve():
 
 @pytest.mark.slow
 def test_gate_regularisation_small(tmp_path, icews):
-    """``gate_regularisation.py`` on ICEWS05-15 with three settings (packaged, augmentation, smoothing):
+    """``gate.py regularisation`` on ICEWS05-15 with three settings (packaged, augmentation, smoothing):
     the smoothing penalty, which targets the leave-one-out anchored gap, must shrink the held-out max
     gap below the packaged gate's; the scale-free column is that gap over the fastest speed."""
     run_script(
-        "-m", "benchmarks.gate_regularisation", "--weight-decay", "0", "--smoothing", "1",
+        "-m", "benchmarks.gate", "regularisation", "--weight-decay", "0", "--smoothing", "1",
         "--out", str(tmp_path / "gate_regularisation.csv"), timeout=900,
     )  # fmt: skip
     rows = read_rows(tmp_path / "gate_regularisation.csv")
@@ -213,7 +213,7 @@ def test_gate_regularisation_small(tmp_path, icews):
         ratio = float(r["heldout_max_anchored"]) / float(r["alpha_max"])
         assert abs(ratio - float(r["heldout_max_over_alpha_max"])) < 2e-3  # both rounded
         assert -1 <= float(r["spearman_ge1"]) <= 1 and r["worst_anchored"]
-        assert "python -m benchmarks.gate_regularisation --weight-decay 0" in r["command"]
+        assert "python -m benchmarks.gate regularisation --weight-decay 0" in r["command"]
 
 
 def test_step_overhead_tiny(tmp_path):

@@ -1,30 +1,4 @@
-"""A seeded generator for TEM's controlled state-update benchmark (see ``shared/design/TEM.md``).
-
-60 synthetic personas talk to an assistant over 10 sessions each (600 sessions). Three user facts
-change over the sessions: where the persona lives (``lives in``: 2-3 moves), what they work as
-(``works as``: 1-2 changes) and what they drink (``drinks``: 1-2 switches). Sessions also carry
-restatements of unchanged values ("Still enjoying life in Porto") and small talk with facts of other
-relations (``likes``, ``owns``), so a version group holds several records and retrieval has
-distractors. A move or a new job is often reported after the fact ("I moved to Porto two months
-ago"): its true day (``Fact.day``) is the session day minus that offset, which a time-aware memory
-can recover with ``rotmem.memory.temporal.time_expressions``.
-
-Every session comes with its dialogue turns and the facts a perfect extractor would return from them
-(TEM uses a frozen LLM as the extractor; here the generator's own facts stand in for it), each
-object occurring verbatim in the session text.
-
-420 questions, asked on ``StateUpdateBenchmark.now`` (after the last session), 7 per persona:
-
-- ``current`` (180): current residence, occupation and drink;
-- ``historical`` (180): the first residence ("when we first talked"), the drink before the latest
-  switch, and the occupation held in a named month (an explicit time, e.g. "in March 2019");
-- ``pre_move`` (60): the residence just before the latest move.
-
-Gold answers are key entities (a city, an occupation, a drink), scored by case-insensitive
-substring match (TEM's key-entity hit rate).
-"""
-
-from __future__ import annotations
+"""A seeded generator for TEM's controlled state-update benchmark (see ``shared/design/TEM.md``)."""
 
 import calendar
 import datetime as dt
@@ -96,6 +70,15 @@ OFFSETS = (
     ("a month ago", 1, "month"),
     ("two months ago", 2, "month"),
 )
+SUBTYPES = {  # a question's subtype: (question type, relation asked about, gold superseded today)
+    "current_residence": ("current", RESIDENCE, False),
+    "current_occupation": ("current", OCCUPATION, False),
+    "current_drink": ("current", DRINK, False),
+    "first_residence": ("historical", RESIDENCE, True),
+    "previous_drink": ("historical", DRINK, True),
+    "occupation_at_date": ("historical", OCCUPATION, True),
+    "pre_move_residence": ("pre_move", RESIDENCE, True),
+}
 FIRST_DAY = dt.date(2018, 1, 1)
 _EPOCH = dt.date(1970, 1, 1).toordinal()
 
@@ -351,41 +334,6 @@ def _month_inside(start: int, end: int) -> tuple[int, int] | None:
 
 def _questions(name: str, pid: int, timelines: dict[str, _Timeline]) -> list[Question]:
     res, job, drink = (timelines[r] for r in STATE_RELATIONS)
-    qs: list[tuple[str, str, str, str, str, bool]] = [
-        ("current", "current_residence", f"Where does {name} live now?", res.values[-1], RESIDENCE, False),
-        (
-            "current",
-            "current_occupation",
-            f"What does {name} do for work these days?",
-            job.values[-1],
-            OCCUPATION,
-            False,
-        ),
-        (
-            "current",
-            "current_drink",
-            f"What does {name} usually drink nowadays?",
-            drink.values[-1],
-            DRINK,
-            False,
-        ),
-        (
-            "historical",
-            "first_residence",
-            f"Where did {name} live when we first talked?",
-            res.values[0],
-            RESIDENCE,
-            True,
-        ),
-        (
-            "historical",
-            "previous_drink",
-            f"What did {name} drink before switching to {drink.values[-1]}?",
-            drink.values[-2],
-            DRINK,
-            True,
-        ),
-    ]
     # The occupation held in a named month: a superseded job whose whole month lies in its stint.
     month = None
     for i in range(len(job.values) - 1):
@@ -396,23 +344,29 @@ def _questions(name: str, pid: int, timelines: dict[str, _Timeline]) -> list[Que
     if month is None:
         raise AssertionError(f"{name}: no superseded occupation spans a whole month")
     label = f"{calendar.month_name[month[1]]} {month[0]}"
-    qs.append(
-        ("historical", "occupation_at_date", f"What was {name}'s job in {label}?", gold, OCCUPATION, True)
-    )
-    qs.append(
-        (
-            "pre_move",
-            "pre_move_residence",
+    asked = {  # subtype: (question, gold)
+        "current_residence": (f"Where does {name} live now?", res.values[-1]),
+        "current_occupation": (f"What does {name} do for work these days?", job.values[-1]),
+        "current_drink": (f"What does {name} usually drink nowadays?", drink.values[-1]),
+        "first_residence": (f"Where did {name} live when we first talked?", res.values[0]),
+        "previous_drink": (
+            f"What did {name} drink before switching to {drink.values[-1]}?",
+            drink.values[-2],
+        ),
+        "occupation_at_date": (f"What was {name}'s job in {label}?", gold),
+        "pre_move_residence": (
             f"Where did {name} live just before moving to {res.values[-1]}?",
             res.values[-2],
-            RESIDENCE,
-            True,
+        ),
+    }
+    questions = []
+    for sub, (text, gold) in asked.items():
+        qtype, relation, historical = SUBTYPES[sub]
+        values = tuple(timelines[relation].values)
+        questions.append(
+            Question(f"p{pid:02d}-{sub}", name, qtype, sub, text, gold, relation, historical, values)
         )
-    )
-    return [
-        Question(f"p{pid:02d}-{sub}", name, qtype, sub, text, gold, rel, hist, tuple(timelines[rel].values))
-        for qtype, sub, text, gold, rel, hist in qs
-    ]
+    return questions
 
 
 def generate(num_personas: int = 60, sessions_per_persona: int = 10, seed: int = 0) -> StateUpdateBenchmark:

@@ -1,38 +1,4 @@
-"""MultiTQ-style temporal questions generated from a temporal KG (ICEWS05-15: train + valid + test).
-
-MultiTQ's question file cannot be obtained offline here; its knowledge graph is the full ICEWS05-15
-and its design is public, so the questions are made the same way: templates over the graph's facts,
-gold answers computed over the **whole** graph (every answer that satisfies the constraint, so
-multiple-answer questions are scored right). Types (MultiTQ's six plus one it lacks):
-
-- ``equal``: "Who condemned X in May 2010?" (entity) / "In which month did X visit Y?" (time: every
-  period, at the asked granularity, in which the fact holds);
-- ``before_after``: "Who visited X before Jun 25th, 2006?" (any fact strictly before the span's first
-  day, or after its last day);
-- ``first_last``: "Who was the first to visit X in 2008?" (entity: the facts on the earliest/latest
-  day inside the span) / "When did X first negotiate with Y?" (time: the earliest/latest day ever);
-- ``equal_multi``: "Who visited X in the same month as A praised B?" (the anchor fact's triple holds
-  in exactly one period of that granularity over the whole graph);
-- ``after_first``: "After A, who was the first to visit X?" (A's first such fact is the anchor day;
-  the others' facts on the earliest later day); ``before_last``: the latest earlier day;
-- ``current``: "Who does X negotiate with these days?", asked on a given day (the day after the
-  window): the slot ``(X, relation)``'s latest value(s) as of that day, with an older different
-  value in the window (so recency matters).
-
-Time answers are strings ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD`` (the granularity) and match a fact's
-date by prefix. Time expressions take several surface forms ("in May 2010", "in May of 2010", "on 25
-June 2006", "on June 25, 2006", "before Jun 25th, 2006", "in 2008", "during 2008"); every generated
-expression is checked to resolve, with ``rotmem.memory.temporal.time_expressions``, to the span it means (a
-question whose entity names spoil that, e.g. a name holding a year, is not kept).
-
-Questions are drawn from the facts of a window (``window``, e.g. the year 2012) and kept only when
-at least one fact supporting a gold answer lies in the window (a memory that ingested the window can
-answer); gold answers may also come from facts outside it. At most ``MAX_GOLD`` answers per question.
-Only relations of ``phrasings.PHRASINGS`` are asked about. Everything is drawn from
-``random.Random(seed)``: one seed, one question set.
-"""
-
-from __future__ import annotations
+"""MultiTQ-style temporal questions generated from a temporal KG (ICEWS05-15: train + valid + test)."""
 
 import bisect
 import calendar
@@ -41,7 +7,7 @@ import functools
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from benchmarks.temporal_qa.phrasings import PHRASINGS
 from rotmem.data import date_of, day_of
@@ -258,7 +224,7 @@ def _capital(text: str) -> str:
 
 
 class Generator:
-    """Draws questions of each type from the window's facts (module docs)."""
+    """Draws questions of each type from the window's facts (benchmarks/README.md)."""
 
     def __init__(self, facts: Sequence[Fact], window: tuple[int, int], seed: int):
         self.index = FactIndex(facts)
@@ -267,9 +233,8 @@ class Generator:
         self.rng = random.Random(seed)
         self.pool = sorted(f for f in facts if window[0] <= f[3] <= window[1] and f[1] in PHRASINGS)
         if not self.pool:
-            raise ValueError(
-                f"no facts of a phrased relation between {date_of(window[0])} and {date_of(window[1])}"
-            )
+            span = f"{date_of(window[0])} and {date_of(window[1])}"
+            raise ValueError(f"no facts of a phrased relation between {span}")
         self.builders: dict[tuple[str, str], Callable[[Fact], Draft | None]] = {
             ("equal", "entity"): self.equal_entity,
             ("equal", "time"): self.equal_time,
@@ -366,9 +331,7 @@ class Generator:
         if anchor is None:
             return None
         a_head, a_rel, a_tail = anchor
-        link = {"day": "on the same day as", "month": "in the same month as", "year": "in the same year as"}[
-            g
-        ]
+        link = f"{'on' if g == 'day' else 'in'} the same {g} as"
         text = f"Who {PHRASINGS[r].past} {t} {link} {a_head} {PHRASINGS[a_rel].past} {a_tail}?"
         support = support_equal(self.index, "head", r, t, span)
         return self._entity_draft("equal_multi", g, text, r, "head", t, support, None)
@@ -439,21 +402,12 @@ def generate(
     drafts = [
         d for (qtype, answer), n in counts.items() for d in gen.draw(qtype, answer, round(scale * n), seen)
     ]
-    asked = date_of(gen.asked)
+    asked, shared = (
+        date_of(gen.asked),
+        [f.name for f in fields(Question) if f.name not in ("qid", "asked_on")],
+    )
     return [
-        Question(
-            f"{prefix}-{i:05d}",
-            d.qtype,
-            d.answer_type,
-            d.granularity,
-            d.text,
-            asked,
-            d.relation,
-            d.head,
-            d.tail,
-            d.answer_side,
-            d.gold,
-        )  # fmt: skip
+        Question(f"{prefix}-{i:05d}", asked_on=asked, **{f: getattr(d, f) for f in shared})
         for i, d in enumerate(drafts)
     ]
 

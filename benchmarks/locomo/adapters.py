@@ -1,22 +1,6 @@
 """A LoCoMo conversation (``rotmem.data.locomo``) written into a memory, one store session per
 LoCoMo session, dated.
-
-- Observations become facts with their speaker as subject (``observation_fact``): a sentence that
-  starts with the speaker's name is split into ``relation`` (the verb, with an auxiliary before it
-  and a preposition after it: "lives in", "is planning") and ``object`` (the rest); any other
-  sentence is ``(speaker, "said", sentence)``. The embedded fact text is then the sentence itself
-  (``subject relation object``), the relation type and weight come from ``RelationWeights`` ("lives
-  in" is residence), and a later fact of the same speaker and type marks the earlier one
-  ``[historical]``. ``t_happen``: the first time expression of the sentence resolved against the
-  session date ("painted a sunrise last year"), else the session date. Sources: the observation's
-  dialogue ids.
-- Turns go to the side store as ``"<speaker>: <text>"`` with their dialogue ids.
-- The session summary goes to the side store as a summary.
-
-Facts are not checked against the text (LoCoMo's observations paraphrase the dialogue).
 """
-
-from __future__ import annotations
 
 import math
 import re
@@ -37,7 +21,7 @@ _PARTICLES = {"in", "at", "to", "for", "with", "of", "from", "on", "as", "about"
 
 
 def observation_fact(observation: Observation, day: int) -> ExtractedFact:
-    """The fact of one observation told on ``day`` (module docs)."""
+    """The fact of one observation told on ``day`` (benchmarks/README.md)."""
     speaker, text = observation.speaker, observation.text.strip().rstrip(".").strip()
     name = next((n for n in (speaker, speaker.split()[0]) if text.startswith(n + " ")), None)
     found = extract_time(text, day)
@@ -86,7 +70,7 @@ def session_input(
 def add_conversation(
     memory: TemporalMemory, conversation: Conversation, *, observations: bool = True, summaries: bool = True
 ) -> None:
-    """Write every session of ``conversation`` into ``memory`` (one batch, module docs). The memory's
+    """Write every session of ``conversation`` into ``memory`` (one batch, README). The memory's
     store should be opened with ``verify=False``: observations paraphrase the turns."""
     memory.add_sessions(
         session_input(conversation, s, observations=observations, summaries=summaries)

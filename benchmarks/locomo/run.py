@@ -1,36 +1,8 @@
 """LoCoMo evidence retrieval: which memory finds the dialogue turns a question's answer rests on.
 
-    python -m benchmarks.locomo                               # all 10 conversations, MiniLM
-    python -m benchmarks.locomo --generate mypkg.llm:reader    # also answers, token F1
-
-(the data is ``$ROTMEM_DATA_DIR/locomo/locomo10.json``, CC BY-NC 4.0.)
-
-Each conversation is its own memory (its questions are about it alone). For every question, every
-configuration retrieves k = 5, 10, 15 items; **evidence recall@k** is the fraction of the question's
-evidence dialogue ids covered by the ids of the retrieved items (a turn: its own id; a fact: the ids
-of the turns it was read from; an evidence unit: its source id). Questions without evidence are left
-out (4). *Evidence tokens*: tokens of the rendered evidence (MiniLM WordPiece, or whitespace words
-for the hashing encoder), mean per question. *p50 ms*: median time of one ``retrieve`` at k = 10,
-the question's embedding excluded (cached before timing). Rows per configuration x k x group (``all``,
-``cat1-4``, each category, ``tuning``, ``held-out``).
-
-Configurations (one encoder, all-MiniLM-L6-v2, for all):
-
-- ``dense-turns``: MiniLM over the raw turns (``"speaker: text"``), ``TEMStore.retrieve_turns``;
-- ``bm25-turns``: BM25 over the same turns (``rotmem.memory.retrieval.lexical``, bm25s);
-- ``hybrid-turns``: both, z-score fusion (``HybridRetriever`` on a turns-only store);
-- ``tem-observations``: ``TEMStore.retrieve`` over LoCoMo's observations as facts;
-- ``temporal-observations``: ``TemporalMemory.retrieve`` on the same facts (session dates as
-  ``t_obs``, time expressions for ``t_happen`` and query modes, ``S_final`` with RoMem fitted online);
-- ``rotmem-hybrid``: ``HybridRetriever`` over observations and turns (dense + BM25, grouped by
-  dialogue id, time boost); ``rotmem-hybrid-no-time`` and ``rotmem-hybrid-dense`` (no BM25, no time
-  boost) as ablations.
-
-The hybrid's two weights were chosen on conv-26, conv-30 and conv-41 (rows ``tuning``); rows
-``held-out`` are the other seven conversations.
+python -m benchmarks.locomo                               # all 10 conversations, MiniLM
+python -m benchmarks.locomo --generate mypkg.llm:reader    # also answers, token F1
 """
-
-from __future__ import annotations
 
 import argparse
 import os
@@ -47,7 +19,7 @@ import numpy as np
 from benchmarks.locomo.adapters import add_conversation, session_input
 from benchmarks.memory_common import Notes, add_name, encoder_of, p, token_counter, torch_threads
 from benchmarks.memory_common import main as run_main
-from benchmarks.runner import Benchmark, Row
+from benchmarks.runner import Benchmark, Row, save, subplots
 from rotmem.data.locomo import CATEGORIES, Conversation, load_locomo
 from rotmem.memory import CachedEncoder, FitConfig, TemporalMemory, TEMStore
 from rotmem.memory.llm import load_reader
@@ -98,9 +70,8 @@ class Memories:
     def retrieve(self, config: str, question: str, day: int, vector: np.ndarray, k: int):
         """``(id sets in score order, render(n))`` of ``config``'s top ``k``."""
         if config == "dense-turns":
-            found = sorted(
-                self.turns.retrieve_turns(question, k=k, kind="turn"), key=lambda p: -(p.score or 0)
-            )
+            found = self.turns.retrieve_turns(question, k=k, kind="turn")
+            found = sorted(found, key=lambda p: -(p.score or 0))
             return [p.sources for p in found], lambda n: "\n".join(p.text for p in found[:n])
         if config == "bm25-turns":
             found = [self.turn_rows[i] for i in np.argsort(-self.bm25.scores(question), kind="stable")[:k]]
@@ -163,11 +134,9 @@ def groups_of(sample_id: str, category: int) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--data", default=None, help="locomo10.json or its folder (default: $ROTMEM_DATA_DIR/locomo)"
-    )
-    parser.add_argument("--conversations", nargs="+", default=None, help="sample ids (default: all)")
-    parser.add_argument("--max-questions", type=int, default=None, help="per conversation (smoke runs)")
+    parser.add_argument("--data", help="locomo10.json or its folder (default: $ROTMEM_DATA_DIR/locomo)")
+    parser.add_argument("--conversations", nargs="+", help="sample ids (default: all)")
+    parser.add_argument("--max-questions", type=int, help="per conversation (smoke runs)")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     parser.add_argument("--encoder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--fit-epochs", type=int, default=TrainConfig.epochs, help="0: RoMem not fitted")
@@ -266,14 +235,9 @@ def _measure(args: argparse.Namespace) -> Iterator[Row]:
 
 def plot(rows: list[Row], path: Path) -> None:
     """Bars of evidence recall@10, overall and temporal (category 2), beside the published figures."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     at = {(r["config"], r["group"]): r["evidence_recall"] for r in rows if r["k"] == 10}
     configs = list(dict.fromkeys(r["config"] for r in rows))
-    fig, ax = plt.subplots(figsize=(10, 4.5))
+    fig, ax = subplots(figsize=(10, 4.5))
     x = np.arange(len(configs))
     ax.bar(x - 0.2, [at.get((c, "all"), 0.0) for c in configs], 0.4, label="all categories")
     ax.bar(x + 0.2, [at.get((c, "cat2"), 0.0) for c in configs], 0.4, label="temporal (category 2)")
@@ -285,9 +249,7 @@ def plot(rows: list[Row], path: Path) -> None:
     ax.set_ylim(0, 1)
     ax.set_title("LoCoMo evidence recall@10 (rotmem rows: no LLM)")
     ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
 
 
 SPEC = Benchmark("locomo", __doc__, measure, add_arguments, NOTES, plot)

@@ -1,29 +1,4 @@
-"""The deterministic label-aware reader of the state-update benchmark (no LLM).
-
-``LabelAwareReader`` is a ``rotmem.memory.llm.Reader``, ``reader(question, evidence) -> str``, that
-answers from the rendered evidence alone with fixed rules, so runs without an LLM are repeatable
-(an LLM reader sees the same two strings). Its tables must name it as "label-aware rule reader
-(no LLM)".
-
-How it reads the evidence (only what an LLM would be shown):
-
-- A *mention* is a known value of the asked slot (a city for "live", an occupation for "job"/"work",
-  a drink for "drink") on an evidence line that names the persona. On a line with several values
-  ("I moved from Lisbon to Porto") the earlier ones are older.
-- Status: a line with ``[historical]`` is superseded; when any line carries that label, unlabelled
-  lines are current.
-- Time: a ``YYYY-MM-DD:`` line prefix, else the date of the enclosing ``[session YYYY-MM-DD]``
-  header, moved by a relative expression on the line ("two months ago"); without either, a line's
-  position is its only order (later = newer).
-
-Rules by question: *current* -> the newest mention not labelled historical; *first* ("when we first
-talked") -> the oldest mention; *before moving/switching to X* -> the newest mention of another value
-than X (preferring labelled-historical ones); *in <month year>* -> the newest mention dated on or
-before the end of that span, or without dates the newest labelled-historical mention (else the newest).
-No mention -> ``"unknown"``.
-"""
-
-from __future__ import annotations
+"""The deterministic label-aware reader of the state-update benchmark (no LLM)."""
 
 import re
 from collections.abc import Mapping, Sequence
@@ -50,7 +25,7 @@ class Mention:
 
 
 class LabelAwareReader:
-    """``reader(question, evidence) -> str`` by the rules in the module docs.
+    """``reader(question, evidence) -> str`` by the rules in benchmarks/README.md.
 
     Args:
         personas: full names of the personas (the reader finds the question's subject among them).
@@ -93,11 +68,7 @@ class LabelAwareReader:
             dated = [m for m in mentions if m.day is not None]
             if dated:
                 before_end = [m for m in dated if m.day <= asked.span.end]
-                return (
-                    max(before_end, key=Mention.key).value
-                    if before_end
-                    else min(dated, key=Mention.key).value
-                )
+                return (max(before_end, key=Mention.key) if before_end else min(dated, key=Mention.key)).value
             pool = [m for m in mentions if m.historical] or mentions
             return max(pool, key=Mention.key).value
         return newest_current.value
@@ -115,9 +86,8 @@ class LabelAwareReader:
                 continue
             lowered = line.lower()
             if not (line.startswith("  ") and about_subject):
-                about_subject = subject.lower() in lowered or bool(
-                    re.search(rf"\b{re.escape(first_name)}\b", lowered)
-                )
+                named = re.search(rf"\b{re.escape(first_name)}\b", lowered)
+                about_subject = subject.lower() in lowered or bool(named)
             if not about_subject:
                 continue
             prefix = _DATE_PREFIX.match(line)
@@ -127,9 +97,8 @@ class LabelAwareReader:
                 found = extract_time(line[prefix.end() :] if prefix else line, base)
                 day = int(found.start) if found is not None else as_day(base)
             historical = "[historical]" in line
-            hits = sorted(
-                (m.start(), value) for value, pattern in self.values[relation] for m in pattern.finditer(line)
-            )
+            patterns = self.values[relation]
+            hits = sorted((m.start(), value) for value, pattern in patterns for m in pattern.finditer(line))
             for i, (start, value) in enumerate(hits):
                 older = day is not None and i < len(hits) - 1  # "from X to Y": X held before that day
                 mentions.append(

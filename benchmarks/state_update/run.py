@@ -1,32 +1,8 @@
 """The controlled state-update benchmark (TEM.md): seven memory configurations, one evidence budget.
 
-    python -m benchmarks.state_update                      # MiniLM encoder, label-aware rule reader
-    python -m benchmarks.state_update --generate mypkg.llm:reader     # a real reader (an LLM)
-
-``--generate`` names a ``rotmem.memory.llm.Reader``: ``reader(question, evidence) -> answer``.
-Data: ``benchmarks.datasets.state_update`` (60 personas, 600 sessions, 420 questions, seeded). All
-configurations share one ``TemporalMemory`` (facts, dialogue turns, fact times) and the same budget of
-``k = 15`` evidence items per question:
-
-- ``naive-rag``: the 15 turns most similar to the question, most similar first, no session info;
-- ``session-rag``: the same 15 turns in session order under ``[session YYYY-MM-DD]`` headers;
-- ``overwrite``: only the latest version of every (subject, relation) group, top 15 by TEM's score;
-- ``unmarked``: TEM's top 15 records (all versions) in source order, labels removed;
-- ``tem``: TEM's top 15 records in source order with ``[historical]`` labels;
-- ``tem-dated``: the same records, each prefixed with the day it happened (``t_happen``);
-- ``romem``: ``S_sem * (1 + 0.3 * S_kge)`` over TEM's top 50, top 15 in source order, rendered like
-  ``tem-dated`` (RoMem fitted online on the stored facts).
-
-Facts come from a perfect extractor (the generator's own facts); ``t_happen`` is read from the text.
-Metrics per question type (``current``, ``historical``, ``pre_move``): *gold present* (a record of the
-asked slot with the gold value, or a turn of the persona naming it, is in the evidence); *gold
-labelled* (a historical gold: every mention labelled ``[historical]``; a current gold: a mention
-without the label and every other value of the slot labelled); *reader hit* (the answer contains the
-gold key entity); *evidence tokens* (MiniLM WordPiece for MiniLM, else whitespace words) and words,
-mean per question. Question embeddings are cached (``rotmem.memory.CachedEncoder``).
+python -m benchmarks.state_update                      # MiniLM encoder, label-aware rule reader
+python -m benchmarks.state_update --generate mypkg.llm:reader     # a real reader (an LLM)
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.state_update (from the checkout's root)")
@@ -63,8 +39,7 @@ class Item:
 
 
 def build_memory(bench: StateUpdateBenchmark, encoder, fit, gate: str | None = None):
-    """All sessions in one batch (turns in the side store); RoMem fitted unless ``fit`` is None, with the
-    gate file's speeds (else alpha = 1)."""
+    """All sessions in one batch; RoMem fitted unless ``fit`` is None (the gate's speeds, else alpha 1)."""
     memory = TemporalMemory(encoder=encoder, speeds=gate)
     t0 = time.perf_counter()
     memory.add_sessions(
@@ -90,7 +65,7 @@ def t_happen_recovery(bench: StateUpdateBenchmark, memory: TemporalMemory) -> fl
 
 
 def evidence_for(config: str, memory: TemporalMemory, bench, question: Question, k: int, lookups: dict):
-    """``(text, items)``: the evidence of one configuration for one question (module docs)."""
+    """``(text, items)``: the evidence of one configuration for one question (benchmarks/README.md)."""
     store = memory.store
     if config in ("naive-rag", "session-rag"):
         turns = store.retrieve_turns(question.text, k=k, kind="turn")
@@ -106,17 +81,14 @@ def evidence_for(config: str, memory: TemporalMemory, bench, question: Question,
                 lines.append(passage.text)
         return "\n".join(lines), [Item(lookups["persona"][p.session_id], None, p.text, None) for p in turns]
     if config in ("tem-dated", "romem"):
-        timed = (
-            memory.with_times(store.retrieve(question.text, k=k))
-            if config == "tem-dated"
-            else memory.retrieve(question.text, k=k, now=bench.now)
-        )
+        if config == "tem-dated":
+            timed = memory.with_times(store.retrieve(question.text, k=k))
+        else:
+            timed = memory.retrieve(question.text, k=k, now=bench.now)
         records, text, labelled = [t.record for t in timed], memory.render(timed), True
     else:
-        records, labelled = (
-            store.retrieve(question.text, k=OVERWRITE_POOL if config == "overwrite" else k),
-            True,
-        )
+        records = store.retrieve(question.text, k=OVERWRITE_POOL if config == "overwrite" else k)
+        labelled = True
         if config == "overwrite":
             current = sorted((r for r in records if not r.historical), key=lambda r: -(r.score or 0.0))[:k]
             records, labelled = sorted(current, key=lambda r: (r.session_index, r.id)), False
@@ -188,10 +160,7 @@ def _measure(args: argparse.Namespace) -> Iterator[Row]:
     else:
         read, reader = LabelAwareReader(bench.personas, bench.values), READER_NAME
     count_tokens, tokens = token_counter(encoder)
-    lookups = {
-        "persona": {s.session_id: s.persona for s in bench.sessions},
-        "date": {s.session_id: s.date for s in bench.sessions},
-    }
+    lookups = {key: {s.session_id: getattr(s, key) for s in bench.sessions} for key in ("persona", "date")}
     t0, rows = time.perf_counter(), []
     for config in args.configs:
         for q in bench.questions:
@@ -211,14 +180,11 @@ def _measure(args: argparse.Namespace) -> Iterator[Row]:
     ]
     if fit is not None:
         speed = memory.model.speed
-        alpha = (
-            "alpha = 1 (no gate)"
-            if speed.source != "gate"
-            else "gate alpha "
-            + ", ".join(
-                f"{r} {a:.2f}" for r, a in zip(memory.model.relations, speed.table.tolist(), strict=True)
-            )
-        )
+        if speed.source == "gate":
+            speeds = zip(memory.model.relations, speed.table.tolist(), strict=True)
+            alpha = "gate alpha " + ", ".join(f"{r} {a:.2f}" for r, a in speeds)
+        else:
+            alpha = "alpha = 1 (no gate)"
         NOTES.append(
             f"RoMem online fit: {int(stats['facts'])} facts, {fit.epochs} epochs, dim "
             f"{fit.family['init_args']['dim']}, {alpha}, {stats['fit_s']:.1f} s, "

@@ -3,13 +3,7 @@ linear layers quantized to int8 (``torch.ao.quantization.quantize_dynamic``), on
 sentences of 2012 (``fact_text``, each sentence once), interleaved round by round.
 
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.encoder_int8
-
-Per variant: sentences/s per round (median), and for int8 how close its embeddings stay to float32:
-the cosine of each sentence's two embeddings (min, median) and the overlap of each of the first 300
-sentences' 10 nearest neighbours among all of them (1.0: the same neighbours).
 """
-
-from __future__ import annotations
 
 import argparse
 import statistics
@@ -73,9 +67,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
                    top10_overlap=1.0 if same else round(overlap, 3))  # fmt: skip
 
 
-SPEC = Benchmark(
-    "temporal_qa.encoder_int8", __doc__, measure, add_arguments, csv_name="temporal_qa/encoder_int8"
-)
+SPEC = Benchmark("temporal_qa.encoder_int8", __doc__, measure, add_arguments)
 
 
 def main(argv: list[str] | None = None) -> int:

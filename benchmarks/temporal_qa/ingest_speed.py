@@ -2,16 +2,7 @@
 ``add_sessions`` call per day (a snapshot), embedding included; where the time goes.
 
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.ingest_speed
-
-Variants, side by side in one run over the same facts, each into a fresh in-memory store:
-``minilm, no cache`` (``embedding_cache=0``: every fact sentence embedded as it arrives; repeats inside
-one call still once), ``minilm, cache`` (the store's ``EmbeddingCache``, default: a sentence told again
-on a later day is not embedded again) and ``hashing, no cache`` (a model-free encoder: what the store
-itself costs). Per variant: facts/s, the texts embedded, seconds inside the encoder, the rest (store),
-and the encoder's sentences/s.
 """
-
-from __future__ import annotations
 
 import argparse
 import time
@@ -63,7 +54,7 @@ def ingest(days: dict[int, list], encoder, cache: int) -> dict:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start", default="2012-01-01")
     parser.add_argument("--end", default="2012-03-31")
-    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--data-dir")
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
@@ -79,9 +70,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
                    **ingest(days, encoder, cache))  # fmt: skip
 
 
-SPEC = Benchmark(
-    "temporal_qa.ingest_speed", __doc__, measure, add_arguments, csv_name="temporal_qa/ingest_speed"
-)
+SPEC = Benchmark("temporal_qa.ingest_speed", __doc__, measure, add_arguments)
 
 if __name__ == "__main__":
     raise SystemExit(run_main(SPEC))

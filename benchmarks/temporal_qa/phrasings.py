@@ -1,13 +1,4 @@
-"""How the question templates say each ICEWS05-15 relation in words.
-
-``PHRASINGS[relation] = Phrasing(base, past, third)``: the verb phrase as the predicate of "Who did X
-{base}?", "Who {past} X?" and "Who {third} X these days?"; the relation's object follows the phrase.
-The table covers the 40 most frequent relations of ICEWS05-15 (95% of its facts); questions are asked
-only about these. The Semantic Speed Gate's paraphrase files (``rotmem/gate/paraphrases/``) hold every
-``base`` here, so the gate is checked on the words the questions use.
-"""
-
-from __future__ import annotations
+"""How the question templates say each ICEWS05-15 relation in words."""
 
 from typing import NamedTuple
 
@@ -43,42 +34,28 @@ PHRASINGS: dict[str, Phrasing] = {
     "Criticize or denounce": _regular("condemn"),
     "Accuse": _regular("accuse"),
     "Engage in negotiation": _regular("negotiate with"),
-    "Sign formal agreement": Phrasing(
-        "sign an agreement with", "signed an agreement with", "signs an agreement with"
-    ),
+    "Sign formal agreement": _regular("sign an agreement with"),
     "Express intent to cooperate": _regular("offer to cooperate with"),
     "Engage in diplomatic cooperation": _regular("cooperate diplomatically with"),
     "Express intent to engage in diplomatic cooperation (such as policy support)": _regular(
         "express intent to engage in diplomatic cooperation with"
     ),
-    "Use conventional military force": Phrasing(
-        "use military force against", "used military force against", "uses military force against"
-    ),
-    "Use unconventional violence": Phrasing(
-        "use violence against", "used violence against", "uses violence against"
-    ),
+    "Use conventional military force": _regular("use military force against"),
+    "Use unconventional violence": _regular("use violence against"),
     "Demand": Phrasing("make demands of", "made demands of", "makes demands of"),
     "Investigate": _regular("investigate"),
     "fight with small arms and light weapons": Phrasing("fight", "fought", "fights"),
     "Reject": _regular("reject"),
-    "Make optimistic comment": Phrasing(
-        "speak optimistically about", "spoke optimistically about", "speaks optimistically about"
-    ),
+    "Make optimistic comment": _regular("speak optimistically about", "spoke optimistically about"),
     "Discuss by telephone": _regular("talk on the phone with"),
-    "Make pessimistic comment": Phrasing(
-        "speak pessimistically about", "spoke pessimistically about", "speaks pessimistically about"
-    ),
+    "Make pessimistic comment": _regular("speak pessimistically about", "spoke pessimistically about"),
     "Threaten": _regular("threaten"),
-    "Engage in symbolic act": Phrasing(
-        "make a symbolic gesture toward", "made a symbolic gesture toward", "makes a symbolic gesture toward"
-    ),
+    "Engage in symbolic act": _regular("make a symbolic gesture toward", "made a symbolic gesture toward"),
     "Demonstrate or rally": _regular("demonstrate against"),
     "Appeal for diplomatic cooperation (such as policy support)": _regular(
         "call for diplomatic support from"
     ),
-    "Meet at a 'third' location": Phrasing(
-        "meet on neutral ground with", "met on neutral ground with", "meets on neutral ground with"
-    ),
+    "Meet at a 'third' location": _regular("meet on neutral ground with", "met on neutral ground with"),
     "Return, release person(s)": _regular("release detainees to"),
     "Abduct, hijack, or take hostage": _regular("abduct"),
     "Provide humanitarian aid": _regular("provide humanitarian aid to"),
@@ -91,7 +68,5 @@ PHRASINGS: dict[str, Phrasing] = {
     "Reduce relations": _regular("reduce relations with"),
     "Physically assault": _regular("assault"),
     "Provide aid": _regular("provide aid to"),
-    "Expel or deport individuals": Phrasing(
-        "expel people from", "expelled people from", "expels people from"
-    ),
+    "Expel or deport individuals": _regular("expel people from", "expelled people from"),
 }

@@ -1,28 +1,9 @@
 """Temporal question answering over ICEWS05-15 as an agent memory sees it (MultiTQ-style questions).
 
-    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa            # test set, 2012
-    python -m benchmarks.temporal_qa --split dev                                   # tune here
-    python -m benchmarks.temporal_qa --quick                                       # smoke, seconds
-
-1. Questions (``benchmarks.datasets.temporal_qa``) about the window (default the year 2012), gold
-   answers over the whole graph (train + valid + test); dev seed 1, test seed 2.
-2. Ingestion: the window's facts in date order, one session per day (``TemporalMemory.add_sessions``,
-   one batch per ``--days-per-batch`` days), each fact at its day; facts/s include embedding.
-3. RoMem fitted online on what the memory holds (``TemporalMemory.fit``, no Lightning): with the
-   Semantic Speed Gate's speeds (``--gate``; default: pretrained here on the ICEWS05-15 training
-   split), with alpha = 1 (no gate), TNTComplEx per-day embeddings in RoMem's place (discrete time),
-   and TNTComplEx with the history term of ``icews05-15-tntcomplex-history``, at the same settings.
-4. Every memory (``benchmarks.temporal_qa.memories``) ranks the top 10 facts of each question.
-   Retrieval: rank of the first fact with the question's relation and named entity whose answer slot
-   holds a gold answer (a time answer: its date starts with a gold period); MRR@10, Hits@1/5/10.
-   Reader (deterministic, no LLM): the answer slot of the ranked facts in order, duplicates dropped;
-   answer Hits@1/@10 (time answers matched by prefix). Latency: the ranking call per question, the
-   question's embedding excluded (computed once per question beforehand).
-
-Writes ``temporal_qa[_dev].csv`` (metrics per memory x slice), ``.md`` and ``.png`` beside ``--out``.
+ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa            # test set, 2012
+python -m benchmarks.temporal_qa --split dev                                   # tune here
+python -m benchmarks.temporal_qa --quick                                       # smoke, seconds
 """
-
-from __future__ import annotations
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.temporal_qa (from the checkout's root)")
@@ -40,7 +21,7 @@ import numpy as np
 
 from benchmarks.datasets.temporal_qa import SPLITS, Question, generate
 from benchmarks.memory_common import Notes, add_name, encoder_of, icews_facts, p, parse, torch_threads
-from benchmarks.runner import Benchmark, Row, command_line
+from benchmarks.runner import Benchmark, Row, command_line, save, subplots
 from benchmarks.temporal_qa import memories
 from rotmem import configs
 from rotmem.data import date_of, day_of
@@ -72,16 +53,14 @@ class Setup:
 
 
 def load_vectors(encoder: CachedEncoder, path: Path) -> int:
-    """Serve the fact sentences of the memory file ``path`` (an earlier run's, same encoder) from its
-    stored vectors: accuracy runs skip re-embedding (then facts/s is not a measurement)."""
+    """Serve the fact sentences of an earlier run's memory file ``path`` from its stored vectors."""
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         (name,) = db.execute("SELECT value FROM meta WHERE key = 'encoder'").fetchone()
         if name != encoder.name:
             raise ValueError(f"{path} was embedded with {name}, not {encoder.name}")
         rows = db.execute("SELECT subject, relation, object, vector FROM facts").fetchall()
-    encoder.put(
-        [fact_text(h, r, t) for h, r, t, _ in rows], np.stack([np.frombuffer(v, "<f4") for *_, v in rows])
-    )
+    vectors = np.stack([np.frombuffer(v, "<f4") for *_, v in rows])
+    encoder.put([fact_text(h, r, t) for h, r, t, _ in rows], vectors)
     return len(rows)
 
 
@@ -93,9 +72,8 @@ def ingest(memory: TemporalMemory, facts: Sequence[tuple[str, str, str, int]], d
     days = sorted(by_day)
     t0 = time.perf_counter()
     for start in range(0, len(days), days_per_batch):
-        memory.add_sessions(
-            dict(session_id=date_of(d), facts=by_day[d], date=d) for d in days[start : start + days_per_batch]
-        )
+        batch = days[start : start + days_per_batch]
+        memory.add_sessions(dict(session_id=date_of(d), facts=by_day[d], date=d) for d in batch)
     seconds = time.perf_counter() - t0
     return {
         "facts": len(facts),
@@ -106,8 +84,7 @@ def ingest(memory: TemporalMemory, facts: Sequence[tuple[str, str, str, int]], d
 
 
 def change_rate_speeds(facts) -> dict[str, float]:
-    """Per relation, the fraction of consecutive same-slot observations whose tail changed (no MLP:
-    the ``--quick`` stand-in for a gate)."""
+    """Per relation, the share of consecutive same-slot observations whose tail changed (``--quick``)."""
     slots: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
     for f in facts:
         slots[(f.head, f.relation)].append((f.t_happen, f.tail))
@@ -200,15 +177,10 @@ def summarise(rows: Sequence[dict]) -> list[dict]:
 
 def plot(rows: list[Row], path: Path) -> None:
     """Retrieval MRR@10 per memory, overall and per question type."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = list(dict.fromkeys(r["memory"] for r in rows))
     kept = [r for r in rows if r["slice"] in ("all", "qtype")]
     types = list(dict.fromkeys(r["value"] for r in kept))
-    fig, ax = plt.subplots(figsize=(14, 5.5))
+    fig, ax = subplots(figsize=(14, 5.5))
     width = 0.8 / len(names)
     for i, name in enumerate(names):
         mrr = {r["value"]: r["mrr"] for r in kept if r["memory"] == name}
@@ -217,9 +189,7 @@ def plot(rows: list[Row], path: Path) -> None:
     ax.set_ylabel("retrieval MRR@10")
     ax.set_title(f"temporal QA ({rows[0]['questions']} questions)")
     ax.legend(fontsize=8, ncols=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path, dpi=110)
 
 
 def load_setup(args: argparse.Namespace) -> Setup:
@@ -240,9 +210,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
 def _measure(setup: Setup, args: argparse.Namespace) -> Iterator[Row]:
     encoder = CachedEncoder(encoder_of(args.encoder))
     if args.encoder_cache:
-        print(
-            f"{load_vectors(encoder, args.encoder_cache)} fact vectors from {args.encoder_cache}", flush=True
-        )
+        print(f"{load_vectors(encoder, args.encoder_cache)} vectors from {args.encoder_cache}", flush=True)
     window_facts = [f for f in setup.facts if setup.window[0] <= f[3] <= setup.window[1]]
     memory = TemporalMemory(encoder=encoder, verify=False, synchronous="OFF")
     stats = ingest(memory, window_facts, args.days_per_batch)
@@ -319,33 +287,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=tuple(SEEDS), default="test")
     parser.add_argument("--start", default="2012-01-01", help="first day of the question window")
     parser.add_argument("--end", default="2012-12-31", help="last day of the question window")
-    parser.add_argument(
-        "--scale", type=float, default=None, help="questions per type x scale (test 1, dev 0.5)"
-    )
-    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--scale", type=float, help="questions per type x scale (test 1, dev 0.5)")
+    parser.add_argument("--data-dir")
     parser.add_argument("--encoder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--memories", nargs="+", choices=MEMORIES, default=list(MEMORIES))
     parser.add_argument("--gate", help="a Semantic Speed Gate file (default: pretrain one beside --out)")
     parser.add_argument("--fit-epochs", type=int, default=20)
-    parser.add_argument("--ablation-epochs", type=int, default=None, help="no-gate, discrete, history fits")
-    parser.add_argument("--questions", type=int, default=None, help="every n-th question, this many")
-    parser.add_argument(
-        "--alpha-g", type=float, default=0.3, help="TemporalMemory's S_sem * (1 + alpha_g * S_kge)"
-    )
+    parser.add_argument("--ablation-epochs", type=int, help="no-gate, discrete, history fits")
+    parser.add_argument("--questions", type=int, help="every n-th question, this many")
+    parser.add_argument("--alpha-g", type=float, default=0.3, help="S_sem * (1 + alpha_g * S_kge)")
     parser.add_argument("--beta", type=float, default=1.0, help="romem-hybrid: hybrid score + beta * S_kge")
     parser.add_argument(
-        "--time-pool", type=int, default=memories.TIME_POOL, help="candidates the time constraint sees"
+        "--time-pool", type=int, default=memories.TIME_POOL, help="time-constraint candidates"
     )
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument(
-        "--encoder-cache", type=Path, default=None, help="an earlier run's memory file (same encoder)"
-    )
+    parser.add_argument("--encoder-cache", type=Path, help="an earlier run's memory file (same encoder)")
     parser.add_argument("--days-per-batch", type=int, default=1, help="daily sessions per add_sessions call")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    parser.add_argument(
-        "--quick", action="store_true", help="two weeks, hashing encoder, 1 epoch: a smoke run"
-    )
+    parser.add_argument("--quick", action="store_true", help="two weeks, hashing encoder, 1 epoch: smoke")
     add_name(parser)
 
 

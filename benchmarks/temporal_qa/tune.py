@@ -1,15 +1,7 @@
 """Dev-set tuning of the RoMem memory for temporal QA (dev seed 1 only; the test set is never read).
 
-    ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.tune --gate gate.pt
-
-One ingestion (``run.ingest``, one day per call), then RoMem fitted with the gate for each of
-``--epochs`` and once without the gate (alpha = 1, the first ``--epochs``), and these rankers on
-the same questions: dense, hybrid and symbolic (the references); ``TemporalMemory.retrieve`` (dense
-top 50 x ``(1 + alpha_g · S_kge)``) for each ``--alpha-g``; ``romem-hybrid`` (hybrid top 50 +
-``beta · S_kge``) for each ``--beta``. Writes ``temporal_qa_dev_tuning.csv`` (``run.summarise``).
+ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa.tune --gate gate.pt
 """
-
-from __future__ import annotations
 
 import argparse
 import time
@@ -28,8 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, nargs="+", default=[10, 20])
     parser.add_argument("--alpha-g", type=float, nargs="+", default=[0.3, 1.0, 3.0])
     parser.add_argument("--beta", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
-    parser.add_argument("--questions", type=int, default=None, help="every n-th dev question, this many")
-    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--questions", type=int, help="every n-th dev question, this many")
+    parser.add_argument("--data-dir")
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
@@ -44,9 +36,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     by_id = {f.record_id: f for f in memory.facts()}
     rankers = {"dense": memories.dense(memory), "hybrid": memories.hybrid(memory),
                "symbolic": memories.symbolic(memory)}  # fmt: skip
-    fits = [(f"gate e{e}", Path(args.gate), e) for e in args.epochs] + [
-        (f"no-gate e{args.epochs[0]}", None, args.epochs[0])
-    ]
+    fits = [(f"gate e{e}", Path(args.gate), e) for e in args.epochs]
+    fits.append((f"no-gate e{args.epochs[0]}", None, args.epochs[0]))
     for label, speeds, epochs in fits:
         variant = TemporalMemory(store=memory.store, speeds=speeds)
         t0 = time.perf_counter()
@@ -57,7 +48,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
             tuned.use_model(variant.model)
             rankers[f"romem {label} alpha_g={alpha_g:g}"] = memories.temporal(tuned)
         for beta in args.beta:
-            rankers[f"romem-hybrid {label} beta={beta:g}"] = memories.romem_hybrid(variant, beta)
+            rankers[f"romem-hybrid {label} beta={beta:g}"] = memories.best(variant, beta, constrain=False)
     rows = []
     for name, rank in rankers.items():
         rows += evaluate(name, rank, setup.questions, by_id, encoder)
@@ -65,9 +56,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     yield from summarise(rows)
 
 
-SPEC = Benchmark(
-    "temporal_qa.tune", __doc__, measure, add_arguments, csv_name="temporal_qa/temporal_qa_dev_tuning"
-)
+CSV = "temporal_qa/temporal_qa_dev_tuning"
+SPEC = Benchmark("temporal_qa.tune", __doc__, measure, add_arguments, csv_name=CSV)
 
 if __name__ == "__main__":
     raise SystemExit(run_main(SPEC))

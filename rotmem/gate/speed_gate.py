@@ -8,7 +8,7 @@ Because the speed comes from text alone, a relation string never seen in trainin
 Relation names such as "Make a visit" or "Criticize or denounce" are verb phrases; as the predicate
 of a sentence their embeddings say more about the action. On ICEWS05-15 the zero-shot Spearman of
 α against the change rate of unseen relations rose from 0.38 (bare text) to about 0.43
-(``benchmarks/gate_report.py``; the template was chosen on other random splits than the reported
+(``benchmarks/gate.py``, section ``report``; the template was chosen on other random splits than the reported
 ones). ``template="{relation}"`` embeds the bare text, as gates saved before templates existed do.
 """
 

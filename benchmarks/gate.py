@@ -1,0 +1,471 @@
+"""The Semantic Speed Gate's benchmarks, one section per run, each with its own options and CSVs.
+
+``report``: how the gate tracks how fast relations change; ``paraphrases``: its consistency with and
+without anchors; ``regularisation``: the same for gates trained several ways; ``ablation``: where
+Phase 2's speeds come from.
+
+ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate report            # ~7 min on 2 cores
+python -m benchmarks.gate report --seeds 3 --skip-paper                   # quick
+ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate paraphrases [--gate gate.pt]
+ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate regularisation
+rotmem gate pretrain --data icews05-15                 # the default gate (once), then
+ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate ablation   # ~25 min per variant on 2 cores
+python -m benchmarks.gate ablation --variants gate no-gate --config synthetic \\
+    --gate ~/.cache/rotmem/gates/synthetic/gate.pt --out benchmarks/results/gate_ablation_synthetic.csv
+"""
+
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.gate (from the checkout's root)")
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+import yaml
+from scipy.stats import spearmanr
+
+from benchmarks.runner import Benchmark, Row, command_line, commit_of, save, subplots, write_csv
+from benchmarks.temporal_qa.phrasings import PHRASINGS
+from lightning_modules.phase1_gate import GatePretrainModule, GateTransitionData, pretrain_gate
+from rotmem import configs
+from rotmem.data import load_dataset, synthetic_kg
+from rotmem.gate import SemanticSpeedGate, mine_transitions
+from rotmem.gate.anchors import AnchoredSpeeds, anchors_for, choose_temperature, read_paraphrases
+from rotmem.gate.encoder import RelationEncoder
+from rotmem.gate.loss import change_probability, weighted_bce
+from rotmem.gate.speed_gate import BARE_TEMPLATE, DEFAULT_TEMPLATE, relation_sentences
+
+MIN_PAIRS = 20
+SMOOTHING_TEMPERATURE = 0.05  # the anchored speeds' T on the packaged gate (leave-one-out choice)
+
+
+# --- report --- (ICEWS05-15 relation, a paraphrase written by hand)
+PARAPHRASES = [
+    ("Make a visit", "pay a visit to"),
+    ("Host a visit", "receive a visiting delegation from"),
+    ("Consult", "hold consultations with"),
+    ("Make statement", "issue a statement about"),
+    ("Praise or endorse", "speak approvingly of"),
+    ("Criticize or denounce", "condemn"),
+    ("Arrest, detain, or charge with legal action", "take into custody"),
+    ("Sign formal agreement", "sign an agreement with"),
+    ("Use conventional military force", "carry out a military attack on"),
+    ("Express intent to meet or negotiate", "say they are willing to hold talks with"),
+    ("Make an appeal or request", "ask for help from"),
+    ("Accuse", "level accusations against"),
+    ("Engage in negotiation", "negotiate with"),
+    ("Threaten", "issue threats against"),
+    ("Demand", "make demands of"),
+    ("Discuss by telephone", "talk on the phone with"),
+    ("Reject", "turn down"),
+]
+
+
+def setting_from_config(path: Path) -> dict:
+    config = yaml.safe_load(path.read_text())
+    data = {k: v for k, v in config["data"].items() if k not in ("dataset", "data_dir")}
+    return {
+        "name": path.stem,
+        "lr": float(config["model"]["lr"]),
+        "epochs": int(config["trainer"]["max_epochs"]),
+        "seed": int(config.get("seed_everything", 0)),
+        "data": data,
+    }
+
+
+def fit(kg, setting: dict, train_relations: list[str] | None = None):
+    data = GateTransitionData(kg=kg, train_relations=train_relations, **setting["data"])
+    module = pretrain_gate(data, lr=setting["lr"], seed=setting["seed"], max_epochs=setting["epochs"])
+    with torch.no_grad():
+        alpha = module.gate(data.embeddings)
+    return data, module, alpha
+
+
+def spearman(alpha: torch.Tensor, rate: torch.Tensor, ids: torch.Tensor) -> float:
+    return float(spearmanr(alpha[ids].numpy(), rate[ids].numpy()).statistic) if len(ids) > 2 else float("nan")
+
+
+def evaluate_setting(kg, setting: dict, seeds: int):
+    """(summary, zero-shot rows, α [R], the data, the fitted module) of one Phase-1 setting."""
+    data, module, alpha = fit(kg, setting)
+    pairs, rate = data.all_transitions.per_relation()
+    with_pairs = torch.nonzero(pairs > 0).squeeze(1)
+    many = torch.nonzero(pairs >= MIN_PAIRS).squeeze(1)
+    summary = {
+        "setting": setting["name"],
+        "template": setting["data"].get("template", DEFAULT_TEMPLATE),
+        "lr": setting["lr"],
+        "epochs": setting["epochs"],
+        "loss_final": round(module.losses[-1], 4),
+        "relations": len(with_pairs),
+        "spearman": round(spearman(alpha, rate, with_pairs), 3),
+        f"relations_ge{MIN_PAIRS}": len(many),
+        f"spearman_ge{MIN_PAIRS}": round(spearman(alpha, rate, many), 3),
+    }
+    zero_shot = []
+    for seed in range(seeds):
+        order = with_pairs[torch.randperm(len(with_pairs), generator=torch.Generator().manual_seed(seed))]
+        held, seen = order[: round(0.2 * len(order))], order[round(0.2 * len(order)) :]
+        _, _, zs_alpha = fit(kg, setting, [kg.relations[i] for i in seen.tolist()])
+        held_many = held[pairs[held] >= MIN_PAIRS]
+        rho, rho_many = (round(spearman(zs_alpha, rate, ids), 3) for ids in (held, held_many))
+        row = {"setting": setting["name"], "seed": seed, "held_out": len(held), "spearman": rho}
+        zero_shot.append(
+            row | {f"held_out_ge{MIN_PAIRS}": len(held_many), f"spearman_ge{MIN_PAIRS}": rho_many}
+        )
+        print(f"  zero-shot seed {seed}: {zero_shot[-1]}", flush=True)
+    for key in ("spearman", f"spearman_ge{MIN_PAIRS}"):
+        values = [row[key] for row in zero_shot]
+        summary[f"zero_shot_{key}_mean"] = round(statistics.fmean(values), 3)
+        summary[f"zero_shot_{key}_sd"] = round(statistics.pstdev(values), 3)
+    summary["zero_shot_seeds"] = seeds
+    return summary, zero_shot, alpha, data, module
+
+
+def plot_alpha(
+    alpha: torch.Tensor, data: GateTransitionData, spearman_all: float, path: Path, top: int = 12
+) -> None:
+    pairs, rate = data.all_transitions.per_relation()
+    has = pairs > 0
+    fig, (left, right) = subplots(1, 2, figsize=(15, 7), gridspec_kw={"width_ratios": [1, 1.25]})
+    left.scatter(rate[has], alpha[has], s=8 + 6 * torch.log1p(pairs[has].float()), alpha=0.6)
+    left.set_xlabel("observed change rate of the relation's slots (train split)")
+    left.set_ylabel("gate speed α")
+    left.set_title(
+        f"{data.kg.name}: α vs change rate, {int(has.sum())} relations (Spearman {spearman_all:.2f})"
+    )
+    order = torch.argsort(alpha[has])
+    names = [data.kg.relations[i] for i in torch.nonzero(has).squeeze(1)[order].tolist()]
+    values = alpha[has][order].tolist()
+    picked = list(range(top)) + list(range(len(values) - top, len(values)))
+    labels = [names[i][:48] for i in picked]
+    colors = ["tab:blue"] * top + ["tab:red"] * top
+    right.barh(range(len(picked)), [values[i] for i in picked], color=colors)
+    right.set_yticks(range(len(picked)), labels, fontsize=8)
+    right.axhline(top - 0.5, color="grey", lw=0.8, ls="--")
+    right.set_xlabel("gate speed α")
+    right.set_title(f"sorted α: the {top} most static (blue) and {top} most dynamic (red) relations")
+    save(fig, path)
+    print(f"wrote {path}")
+
+
+def report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", default="icews05-15")
+    parser.add_argument("--data-dir")
+    parser.add_argument("--config", default=str(configs.resolve("gate-icews05-15")))
+    parser.add_argument("--seeds", type=int, default=20, help="zero-shot splits")
+    parser.add_argument(
+        "--skip-paper", action="store_true", help="only the config's setting (no bare text, paper)"
+    )
+
+
+def alpha_rows(kg, alpha: torch.Tensor, data: GateTransitionData) -> list[Row]:
+    pairs, rate = data.all_transitions.per_relation()
+    return [{"relation": name, "alpha": round(float(alpha[i]), 5),
+             "change_rate": "" if pairs[i] == 0 else round(float(rate[i]), 5), "pairs": int(pairs[i])}
+            for i, name in enumerate(kg.relations)]  # fmt: skip
+
+
+def report(args: argparse.Namespace) -> Iterator[Row]:
+    def write(name: str, rows: list[Row]) -> None:
+        write_csv(args.out_dir / name, rows, command_line("gate report", env=DATA_DIR), commit_of())
+
+    kg = load_dataset(args.data, args.data_dir)
+    main_setting = setting_from_config(configs.resolve(args.config))
+    settings = [main_setting]
+    if not args.skip_paper:
+        bare = {**main_setting["data"], "template": BARE_TEMPLATE}
+        settings.append({**main_setting, "name": f"{main_setting['name']}, bare text", "data": bare})
+        settings.append(setting_from_config(configs.resolve("gate-icews05-15-paper")))
+    zero_shot_rows = []
+    for setting in settings:
+        print(f"setting {setting['name']}: lr {setting['lr']}, {setting['epochs']} epochs", flush=True)
+        summary, zero_shot, alpha, data, module = evaluate_setting(kg, setting, args.seeds)
+        zero_shot_rows += zero_shot
+        yield summary
+        if setting is main_setting:
+            main_alpha, main_data, main_summary, main_module = alpha, data, summary, module
+    write(f"gate_zero_shot_{kg.name}.csv", zero_shot_rows)
+    write(f"gate_alpha_{kg.name}.csv", alpha_rows(kg, main_alpha, main_data))
+    plot_alpha(main_alpha, main_data, main_summary["spearman"], args.out_dir / f"gate_alpha_{kg.name}.png")
+
+    # Paraphrases: the gate trained on all relations (config setting), α of text it never saw.
+    unknown = [a for a, _ in PARAPHRASES if a not in kg.relations]
+    if unknown:
+        raise SystemExit(f"paraphrase table names relations not in {kg.name}: {unknown}")
+    with torch.no_grad():
+        a_orig = main_module.gate.alpha([a for a, _ in PARAPHRASES])
+        a_para = main_module.gate.alpha([b for _, b in PARAPHRASES])
+    rows = [{"relation": a, "paraphrase": b, "alpha_relation": round(float(x), 4),
+             "alpha_paraphrase": round(float(y), 4), "abs_diff": round(abs(float(x) - float(y)), 4)}
+            for (a, b), x, y in zip(PARAPHRASES, a_orig, a_para, strict=True)]  # fmt: skip
+    write(f"gate_paraphrases_{kg.name}.csv", rows)
+    args.notes.append(f"paraphrases within 0.15: {sum(r['abs_diff'] <= 0.15 for r in rows)}/{len(rows)}")
+
+    # The synthetic KG: static vs dynamic relations, with its own config.
+    syn = synthetic_kg().kg
+    syn_data, _, syn_alpha = fit(syn, setting_from_config(configs.resolve("gate-synthetic")))
+    write("gate_alpha_synthetic.csv", alpha_rows(syn, syn_alpha, syn_data))
+
+
+# --- paraphrases ---
+def pretrained_gate(path: Path) -> SemanticSpeedGate:
+    from benchmarks.temporal_qa.run import pretrain_gate
+
+    pretrain_gate(path)
+    return SemanticSpeedGate.load(path)
+
+
+def paraphrases_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--gate", type=Path, help="a saved gate (default: pretrain gate-icews05-15 beside --out)"
+    )
+    parser.add_argument("--data-dir")
+
+
+def paraphrases(args: argparse.Namespace) -> Iterator[Row]:
+    kg = load_dataset("icews05-15", args.data_dir)
+    gate = (
+        SemanticSpeedGate.load(args.gate)
+        if args.gate
+        else pretrained_gate(args.out.with_name("gate_icews05-15.pt"))
+    )
+    paraphrases = read_paraphrases()
+    anchors = anchors_for(kg.relations, paraphrases)
+    temperature, loo_max = choose_temperature(gate, anchors, paraphrases)
+    anchored = AnchoredSpeeds(gate, anchors, temperature)
+    templates = {(r, p.base) for r, p in PHRASINGS.items()}
+
+    pairs, rate = mine_transitions(kg.train, kg.num_relations).per_relation()
+    relations = kg.relations
+    with torch.no_grad():
+        plain_rel = dict(zip(relations, gate.alpha(relations).tolist(), strict=True))
+    anchored_rel = dict(zip(relations, anchored.alpha(relations).tolist(), strict=True))
+
+    rows: list[Row] = []
+    for p in paraphrases:
+        with torch.no_grad():
+            plain = float(gate.alpha([p.text])[0])
+        exclude = [p.text] if p.split == "train" else []
+        anch = float(anchored.alpha([p.text], exclude=exclude)[0])
+        rows.append(
+            dict(
+                family=p.family, relation=p.relation, phrasing=p.text, split=p.split,
+                template=(p.relation, p.text) in templates,
+                alpha_relation_plain=round(plain_rel[p.relation], 4), alpha_plain=round(plain, 4),
+                gap_plain=round(abs(plain - plain_rel[p.relation]), 4),
+                alpha_relation_anchored=round(anchored_rel[p.relation], 4), alpha_anchored=round(anch, 4),
+                gap_anchored=round(abs(anch - anchored_rel[p.relation]), 4),
+            )
+        )  # fmt: skip
+
+    def spearman(alpha: dict[str, float], min_pairs: int) -> float:
+        ids = [i for i in range(len(relations)) if pairs[i] >= min_pairs]
+        values = [alpha[relations[i]] for i in ids]
+        return round(float(spearmanr(values, rate[ids].numpy()).statistic), 3)
+
+    summary = []
+    sets = {
+        "heldout": lambda r: r["split"] == "heldout",
+        "heldout templates": lambda r: r["template"],
+        "train (leave-one-out)": lambda r: r["split"] == "train",
+    }
+    for method, alpha_rel in (("plain", plain_rel), ("anchored", anchored_rel)):
+        for name, keep in sets.items():
+            gaps = [r[f"gap_{method}"] for r in rows if keep(r)]
+            summary.append(
+                dict(
+                    method=method, phrasings=name, n=len(gaps),
+                    median_gap=round(statistics.median(gaps), 4), max_gap=round(max(gaps), 4),
+                    spearman_change_rate=spearman(alpha_rel, 1),
+                    **{f"spearman_ge{MIN_PAIRS}": spearman(alpha_rel, MIN_PAIRS)},
+                    temperature=temperature if method == "anchored" else "",
+                    loo_max_gap_by_temperature=str(loo_max) if method == "anchored" else "",
+                )
+            )  # fmt: skip
+    summary_csv = args.out.with_name("gate_paraphrase_summary.csv")
+    write_csv(summary_csv, summary, command_line("gate paraphrases"), commit_of())
+    args.notes += [str(s) for s in summary]
+    yield from rows
+
+
+# --- regularisation ---
+Smoothing = tuple[float, torch.Tensor, torch.Tensor]  # (lambda, W [A, A], anchor_relation [A])
+
+
+def train_gate(data: GateTransitionData, paraphrase_embeddings, paraphrase_relations, weight_decay: float,
+               lr: float, epochs: int, seed: int,
+               smoothing: Smoothing | None = None) -> SemanticSpeedGate:  # fmt: skip
+    """Phase 1 full-batch (``GatePretrainModule.loss``), plus the augmentation term when
+    ``paraphrase_embeddings [P, D]`` is given (``paraphrase_relations [P]``: their relation ids),
+    plus the smoothing penalty when ``smoothing = (lambda, W [A, A], anchor_relation [A])``."""
+    torch.manual_seed(seed)
+    module = GatePretrainModule(
+        data.embedding_dim, data.encoder, data.template, data.median_delta_days, lr=lr
+    )
+    optimiser = torch.optim.AdamW(  # decay on the MLP only, not on the time scale s_pre
+        [{"params": module.gate.parameters()}, {"params": [module.log_scale], "weight_decay": 0.0}],
+        lr=lr, weight_decay=weight_decay,
+    )  # fmt: skip
+    batch = data.full_batch()
+    if paraphrase_embeddings is not None:
+        rows = [torch.nonzero(batch["relation"] == int(r)).squeeze(1) for r in paraphrase_relations]
+        selected = torch.cat(rows)
+        owner = torch.cat([torch.full((len(r),), k) for k, r in enumerate(rows)])
+    for _ in range(epochs):
+        optimiser.zero_grad()
+        loss = module.loss(batch)
+        if paraphrase_embeddings is not None:
+            alpha = module.gate(paraphrase_embeddings)[owner]
+            p = change_probability(alpha, module.scale, batch["delta_days"][selected])
+            loss = loss + weighted_bce(p, batch["changed"][selected], batch["weight"][selected])
+        if smoothing is not None:
+            weight, leave_one_out, anchor_relation = smoothing
+            alpha = module.gate(batch["embeddings"])[anchor_relation]
+            loss = loss + weight * ((leave_one_out @ alpha - alpha) ** 2).mean()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)  # as the packaged setting
+        optimiser.step()
+    return module.gate.eval()
+
+
+def heldout_gaps(alpha_held, alpha_rel, heldout, relations) -> list[float]:
+    """``|alpha(phrasing) - alpha(its relation)|`` per held-out phrasing."""
+    index = {r: i for i, r in enumerate(relations)}
+    pairs = zip(alpha_held, heldout, strict=True)
+    return [abs(float(a) - float(alpha_rel[index[p.relation]])) for a, p in pairs]
+
+
+def regularisation_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--weight-decay", type=float, nargs="+", default=[0.0, 0.1, 0.3, 1.0])
+    parser.add_argument("--smoothing", type=float, nargs="*", default=[1.0, 3.0, 10.0, 30.0])
+    parser.add_argument("--data-dir")
+
+
+def regularisation(args: argparse.Namespace) -> Iterator[Row]:
+    torch.set_num_threads(1)  # tiny matrices: threads only add synchronisation (phase1_gate docs)
+    setting = setting_from_config(configs.resolve("gate-icews05-15"))
+    data = GateTransitionData(**setting["data"], data_dir=args.data_dir)
+    kg, relations = data.kg, data.kg.relations
+    paraphrases = read_paraphrases()
+    train = [p for p in paraphrases if p.split == "train"]
+    heldout = [p for p in paraphrases if p.split == "heldout"]
+    encoder = RelationEncoder(data.encoder)  # one MiniLM for the paraphrases and the anchors
+    train_embeddings = encoder.encode(relation_sentences([p.text for p in train], data.template))
+    train_relations = torch.tensor([kg.relation_id(p.relation) for p in train])
+    pairs, rate = mine_transitions(kg.train, kg.num_relations).per_relation()
+    lr, epochs, seed = setting["lr"], setting["epochs"], setting["seed"]
+
+    anchors = anchors_for(relations, paraphrases)
+    anchor_texts = list(anchors)
+    anchor_embeddings = encoder.encode(relation_sentences(anchor_texts, data.template)).float()
+    anchor_units = torch.nn.functional.normalize(anchor_embeddings, dim=1)
+    cos = (anchor_units @ anchor_units.T).fill_diagonal_(float("-inf"))
+    leave_one_out = torch.softmax(cos / SMOOTHING_TEMPERATURE, dim=1)
+    anchor_relation = torch.tensor([kg.relation_id(anchors[t]) for t in anchor_texts])
+    settings = [(augment, decay, 0.0) for augment in (False, True) for decay in args.weight_decay]
+    settings += [(False, 0.0, weight) for weight in args.smoothing]
+
+    for augment, weight_decay, smoothing in settings:
+        t0 = time.perf_counter()
+        penalty = (smoothing, leave_one_out, anchor_relation) if smoothing else None
+        gate = train_gate(data, train_embeddings if augment else None, train_relations, weight_decay,
+                          lr, epochs, seed, penalty)  # fmt: skip
+        temperature, _ = choose_temperature(gate, anchors, paraphrases)
+        anchored = AnchoredSpeeds(gate, anchors, temperature)
+        with torch.no_grad():
+            plain_rel = gate.alpha(relations)
+            plain_held = gate.alpha([p.text for p in heldout])
+        anchored_rel = anchored.alpha(relations)
+        anchored_held = anchored.alpha([p.text for p in heldout])
+        plain = heldout_gaps(plain_held, plain_rel, heldout, relations)
+        anch = heldout_gaps(anchored_held, anchored_rel, heldout, relations)
+
+        def spearman(alpha, min_pairs):
+            ids = [i for i in range(len(relations)) if pairs[i] >= min_pairs]
+            return round(float(spearmanr(alpha[ids].numpy(), rate[ids].numpy()).statistic), 3)
+
+        worst = max(range(len(heldout)), key=lambda i: anch[i])
+        row = dict(
+            paraphrases=augment, weight_decay=weight_decay, smoothing=smoothing, temperature=temperature,
+            heldout_median_plain=round(statistics.median(plain), 4),
+            heldout_max_plain=round(max(plain), 4),
+            heldout_median_anchored=round(statistics.median(anch), 4),
+            heldout_max_anchored=round(max(anch), 4),
+            heldout_max_over_alpha_max=round(max(anch) / float(anchored_rel.max()), 3),
+            worst_anchored=f"{heldout[worst].text} ({heldout[worst].relation})",
+            spearman_ge1=spearman(anchored_rel, 1), spearman_ge20=spearman(anchored_rel, 20),
+            alpha_std=round(float(anchored_rel.std()), 4), alpha_min=round(float(anchored_rel.min()), 4),
+            alpha_max=round(float(anchored_rel.max()), 4), seconds=round(time.perf_counter() - t0, 1),
+        )  # fmt: skip
+        yield row
+
+
+# --- ablation ---
+VARIANTS = {
+    "gate": lambda gate, paper_gate: ["--model.family.speed", "gate", "--model.gate_path", gate],
+    "no-gate": lambda gate, paper_gate: ["--config", str(configs.resolve("ablation-no-gate"))],
+    "learned": lambda gate, paper_gate: ["--config", str(configs.resolve("ablation-learned-alpha"))],
+    "gate-paper": lambda gate, paper_gate: ["--model.family.speed", "gate", "--model.gate_path", paper_gate],
+}
+METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
+
+
+def run_variant(config: str, variant: str, gate: str, paper_gate: str, log_dir: str) -> Row:
+    from lightning_modules.cli import run_lightning_cli
+
+    args = ["--config", str(configs.resolve(config)), *VARIANTS[variant](gate, paper_gate)]
+    start = time.time()
+    quiet = ["--trainer.enable_progress_bar", "false", "--trainer.logger.init_args.save_dir", log_dir]
+    cli = run_lightning_cli(["fit", *args, *quiet])
+    fit_seconds = time.time() - start
+    result = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best", verbose=False)[0]
+    row = {"variant": variant, "config": Path(config).name, "epochs": cli.trainer.max_epochs}
+    for kind in ("time-aware", "static"):
+        row.update({f"{kind}/{m}": round(float(result[f"test/{kind}/{m}"]), 4) for m in METRICS})
+    return row | {"fit_seconds": round(fit_seconds, 1)}
+
+
+def ablation_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default=str(configs.resolve("icews05-15-cpu")))
+    parser.add_argument(
+        "--variants", nargs="+", default=["gate", "no-gate", "learned"], choices=list(VARIANTS)
+    )
+    parser.add_argument("--gate", default="~/.cache/rotmem/gates/icews05-15/gate.pt")
+    parser.add_argument("--paper-gate", default="~/.cache/rotmem/gates/icews05-15-paper/gate.pt")
+
+
+def ablation(args: argparse.Namespace) -> Iterator[Row]:
+    with tempfile.TemporaryDirectory() as logs:
+        for variant in args.variants:
+            yield run_variant(args.config, variant, args.gate, args.paper_gate, f"{logs}/{variant}")
+
+
+DATA_DIR, BOTH = ("ROTMEM_DATA_DIR",), ("OMP_NUM_THREADS", "ROTMEM_DATA_DIR")
+SECTIONS = {
+    "report": Benchmark("gate report", __doc__, report, report_arguments, out_dir=True, env=DATA_DIR,
+                        csv_name=lambda args: f"gate_summary_{args.data}"),
+    "paraphrases": Benchmark("gate paraphrases", __doc__, paraphrases, paraphrases_arguments,
+                             csv_name="gate_paraphrases_anchored"),
+    "regularisation": Benchmark("gate regularisation", __doc__, regularisation, regularisation_arguments,
+                                csv_name="gate_regularisation"),
+    "ablation": Benchmark("gate ablation", __doc__, ablation, ablation_arguments, env=BOTH,
+                          csv_name="gate_ablation_icews05-15-cpu"),
+}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m benchmarks.gate SECTION [options]``: that section's spec (``SECTION --help``)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] not in SECTIONS:
+        raise SystemExit(f"usage: python -m benchmarks.gate {{{','.join(SECTIONS)}}} [options]")
+    SECTIONS[argv[0]].main(argv[1:])
+
+
+if __name__ == "__main__":
+    main()
