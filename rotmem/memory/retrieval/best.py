@@ -111,7 +111,7 @@ class BestMemory:
         self.constrain, self.rerank = bool(constrain), bool(rerank)
         self.fit_config, self.complete_slots = fit_config, bool(complete_slots)
         self.present = bool(present)
-        self._slots_for = -1
+        self._slots_for = (-1, 0)  # (the hybrid's generation, its records read into the slots)
         self._relation_vectors: dict[str, np.ndarray] = {}
         self._by_subject: dict[tuple[str, str], list[int]] = {}
         self._by_object: dict[tuple[str, str], list[int]] = {}
@@ -271,13 +271,14 @@ class BestMemory:
 
     def _slot_facts(self, key: Slot, score: float) -> list[Candidate]:
         """Every stored fact of the slot ``key`` (at most ``SLOT_LIMIT``, newest), scored ``score``."""
-        size = len(self.memory.store)
-        if self._slots_for != size:
+        self.hybrid.refresh()  # the slots follow the hybrid's tables
+        if self._slots_for[0] != self.hybrid.generation:
             self._by_subject, self._by_object = defaultdict(list), defaultdict(list)
-            for r in self.memory.store.records():
-                self._by_subject[(r.relation, r.subject)].append(r.id)
-                self._by_object[(r.relation, r.object)].append(r.id)
-            self._slots_for = size
+            self._slots_for = (self.hybrid.generation, 0)
+        for r in self.hybrid.records[self._slots_for[1] :]:
+            self._by_subject[(r.relation, r.subject)].append(r.id)
+            self._by_object[(r.relation, r.object)].append(r.id)
+        self._slots_for = (self.hybrid.generation, len(self.hybrid.records))
         relation, subject, obj = key
         table, entity = (self._by_subject, subject) if subject is not None else (self._by_object, obj)
         ids = table.get((relation, entity), [])[-SLOT_LIMIT:]

@@ -29,6 +29,8 @@ embedding what was added.
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -46,6 +48,20 @@ from rotmem.memory.temporal.time_expressions import QueryMode, as_day, find_time
 LEXICAL_WEIGHT = 0.5
 TIME_BOOST = 0.5
 POOL = 2048  # FAISS on a GPU returns at most 2048 neighbours per search
+
+
+def _positions(table: np.ndarray, ids: Sequence[int], end: int) -> np.ndarray:
+    """``table`` (id -> position, -1: none) grown to hold ``ids``, the last ``len(ids)`` positions
+    before ``end``."""
+    if not ids:
+        return table
+    ids_array = np.asarray(ids, dtype=np.int64)
+    if int(ids_array.max()) >= len(table):
+        grown = np.full(max(2 * len(table), int(ids_array.max()) + 1), -1, dtype=np.int64)
+        grown[: len(table)] = table
+        table = grown
+    table[ids_array] = np.arange(end - len(ids), end)
+    return table
 
 
 @dataclass(frozen=True)
@@ -100,6 +116,8 @@ class HybridRetriever:
         self.store = memory.store if isinstance(memory, TemporalMemory) else memory
         self.lexical_weight, self.time_boost, self.pool = float(lexical_weight), float(time_boost), pool
         self._built_for: tuple[int, int] | None = None
+        self.generation = 0  # counts the builds from scratch (``records`` renumbered)
+        self._reset()
 
     # --- tables -----------------------------------------------------------------------------
     def _sizes(self) -> tuple[int, int]:
@@ -107,83 +125,160 @@ class HybridRetriever:
         turns = self.store.index("turn")
         return len(self.store), 0 if turns is None else len(turns)
 
-    def _build(self) -> None:
-        """Units, their turns and facts, BM25 indexes, time flags and days, from the store."""
-        records = self.store.records()
-        turns = self.store.passages("turn")
-        dates = self.memory.session_dates() if self.memory is not None else {}
-        times = self.memory.times([r.id for r in records]) if self.memory is not None and records else {}
-        unit_of: dict[object, int] = {}
-        unit_turn: list[int] = []  # position in ``turns`` or -1
-        unit_records: list[list[int]] = []
-        unit_key: list[tuple[str | None, str, int]] = []  # (source, session_id, session_index)
+    def refresh(self) -> int:
+        """The number of units, the tables first brought up to date with the store."""
+        fresh = self._built_for is not None and self._built_for == self._sizes()
+        if not fresh and not self._extend():
+            self._reset()
+            self._extend()
+        return len(self._unit_turn)
 
-        def unit(key: object, source: str | None, session_id: str, session_index: int) -> int:
-            if key not in unit_of:
-                unit_of[key] = len(unit_turn)
-                unit_turn.append(-1)
-                unit_records.append([])
-                unit_key.append((source, session_id, session_index))
-            return unit_of[key]
+    @property
+    def records(self) -> list[Record]:
+        """The facts the tables hold, in table order (grows; renumbered when ``generation`` moves)."""
+        return self._records
 
-        for position, passage in enumerate(turns):
-            keys = passage.sources or (("turn", passage.id),)
-            for key in keys:
-                u = unit(
-                    key, key if isinstance(key, str) else None, passage.session_id, passage.session_index
-                )
-                unit_turn[u] = position
-        fact_unit: list[tuple[int, int]] = []  # (position in ``records``, unit)
-        for position, record in enumerate(records):
-            for key in record.sources or (("fact", record.id),):
-                u = unit(key, key if isinstance(key, str) else None, record.session_id, record.session_index)
-                unit_records[u].append(position)
-                fact_unit.append((position, u))
-        self._records, self._turns = records, turns
-        self._record_pos = {r.id: i for i, r in enumerate(records)}
-        self._turn_pos = {p.id: i for i, p in enumerate(turns)}
-        self._unit_turn = np.asarray(unit_turn, dtype=np.int64)
-        self._unit_records, self._unit_key = unit_records, unit_key
-        self._fact_pairs = np.asarray(fact_unit, dtype=np.int64).reshape(-1, 2)
-        self._fact_lexical = LexicalIndex([fact_text(r.subject, r.relation, r.object) for r in records])
-        self._turn_lexical = LexicalIndex([p.text for p in turns])
-        n = len(unit_turn)
-        self._has_time = np.zeros(n, dtype=bool)
-        self._unit_days: list[set[float]] = [set() for _ in range(n)]
-        for u in range(n):
-            texts = [records[i] for i in unit_records[u]]
-            if unit_turn[u] >= 0:
-                self._has_time[u] = bool(find_times(turns[unit_turn[u]].text, 0))
-            self._has_time[u] |= any(find_times(r.object, 0) for r in texts)
-            session_id = unit_key[u][1]
-            if session_id in dates:
-                self._unit_days[u].add(dates[session_id])
-            for r in texts:
-                if r.id in times:
-                    self._unit_days[u].add(times[r.id][0])
-        self._session_day = dates
-        self._built_for = (len(records), len(turns))
+    def _reset(self) -> None:
+        """Empty tables (the next ``_extend`` reads the whole store)."""
+        self._records: list[Record] = []
+        self._turns: list[Passage] = []
+        self._fact_position = np.full(1, -1, dtype=np.int64)  # record id -> position in _records
+        self._turn_position = np.full(1, -1, dtype=np.int64)  # passage id -> position in _turns
+        self._unit_of: dict[object, int] = {}
+        self._unit_turns: list[int] = []  # position in ``_turns`` or -1
+        self._unit_records: list[list[int]] = []
+        self._unit_key: list[tuple[str | None, str, int]] = []  # (source, session_id, session_index)
+        self._unit_days: list[set[float]] = []
+        self._fact_pairs = np.zeros((0, 2), dtype=np.int64)  # (position in _records, unit)
+        self._day_pairs = np.zeros((0, 2), dtype=np.float64)  # (unit, day): the units' days, flat
+        self._has_time = np.zeros(0, dtype=bool)
+        self._group_positions: dict[str, list[int]] = {}  # version group -> positions in _records
+        self._fact_lexical, self._turn_lexical = LexicalIndex(), LexicalIndex()
+        self._session_day: dict[str, float] = {}
+        self._unit_turn = np.zeros(0, dtype=np.int64)
+        self._last_session = -math.inf
+        self._last_ids = (-1, -1)  # the largest record and passage ids read
+        self.generation += 1
+
+    def _extend(self) -> bool:
+        """Add what the store has gained since the last look: its new sessions' turns and facts,
+        in the order a build over the whole store would take them (session by session, turns
+        before facts). False, and nothing changed, when a new item belongs before the last session
+        read (a session index given out of order): the tables are then built anew."""
+        records = self.store.records(after_id=self._last_ids[0])
+        turns = self.store.passages("turn", after_id=self._last_ids[1])
+        if any(item.session_index <= self._last_session for item in [*records, *turns]):
+            return False
+        if records or turns:
+            self._add(records, turns)
+        self._built_for = (len(self._records), len(self._turns))
+        return True
+
+    def _add(self, records: list[Record], turns: list[Passage]) -> None:
+        """Append ``records`` and ``turns`` (all of sessions after the tables' last) to the tables."""
+        if self.memory is not None:
+            self._session_day.update(self.memory.session_dates())
+        by_session: dict[int, tuple[list[Passage], list[Record]]] = defaultdict(lambda: ([], []))
+        for passage in turns:
+            by_session[passage.session_index][0].append(passage)
+        for record in records:
+            by_session[record.session_index][1].append(record)
+        touched: set[int] = set()
+        pairs: list[tuple[int, int]] = []
+        for session_index in sorted(by_session):
+            session_turns, session_records = by_session[session_index]
+            for passage in session_turns:
+                for key in passage.sources or (("turn", passage.id),):
+                    u = self._unit(key, passage.session_id, passage.session_index)
+                    self._unit_turns[u] = len(self._turns)
+                    touched.add(u)
+                self._turns.append(passage)
+            for record in session_records:
+                for key in record.sources or (("fact", record.id),):
+                    u = self._unit(key, record.session_id, record.session_index)
+                    self._unit_records[u].append(len(self._records))
+                    pairs.append((len(self._records), u))
+                    touched.add(u)
+                self._records.append(record)
+            self._last_session = session_index
+        self._fact_position = _positions(self._fact_position, [r.id for r in records], len(self._records))
+        self._turn_position = _positions(self._turn_position, [p.id for p in turns], len(self._turns))
+        self._fact_pairs = np.concatenate([self._fact_pairs, np.asarray(pairs, np.int64).reshape(-1, 2)])
+        self._fact_lexical.add(fact_text(r.subject, r.relation, r.object) for r in records)
+        self._turn_lexical.add(p.text for p in turns)
+        self._refresh_current(records)
+        self._date_units(sorted(touched))
+        self._last_ids = (
+            max([self._last_ids[0], *(r.id for r in records)]),
+            max([self._last_ids[1], *(p.id for p in turns)]),
+        )
+
+    def _unit(self, key: object, session_id: str, session_index: int) -> int:
+        """The unit of ``key`` (a source id, or ``(kind, id)`` for an item without one), made if new."""
+        if key not in self._unit_of:
+            self._unit_of[key] = len(self._unit_turns)
+            self._unit_turns.append(-1)
+            self._unit_records.append([])
+            self._unit_key.append((key if isinstance(key, str) else None, session_id, session_index))
+            self._unit_days.append(set())
+        return self._unit_of[key]
+
+    def _refresh_current(self, records: list[Record]) -> None:
+        """Re-read the earlier facts of the new ``records``' version groups: a new version makes the
+        current one ``[historical]`` (TEM's one update)."""
+        stale: list[int] = []
+        first_new = len(self._records) - len(records)
+        for position, record in enumerate(records, first_new):
+            group = self.store.version_group(record)
+            stale += [p for p in self._group_positions.get(group, ()) if not self._records[p].historical]
+            self._group_positions.setdefault(group, []).append(position)
+        if stale:
+            fresh = self.store.records_by_id([self._records[p].id for p in stale])
+            for p in stale:
+                self._records[p] = fresh.get(self._records[p].id, self._records[p])
+
+    def _date_units(self, units: list[int]) -> None:
+        """Time flags and days of ``units`` (new or grown): whether their turn or a fact says a
+        time, and their session's date and facts' ``t_happen``."""
+        self._unit_turn = np.asarray(self._unit_turns, dtype=np.int64)
+        grown = len(self._unit_turns) - len(self._has_time)
+        self._has_time = np.concatenate([self._has_time, np.zeros(grown, dtype=bool)])
+        ids = [self._records[i].id for u in units for i in self._unit_records[u]]
+        times = self.memory.times(ids) if self.memory is not None and ids else {}
+        new_days: list[tuple[int, float]] = []
+        for u in units:
+            facts = [self._records[i] for i in self._unit_records[u]]
+            turn = self._unit_turns[u]
+            said = bool(find_times(self._turns[turn].text, 0)) if turn >= 0 else False
+            self._has_time[u] = said or any(find_times(r.object, 0) for r in facts)
+            session = self._unit_key[u][1]
+            days = {times[r.id][0] for r in facts if r.id in times}
+            days |= {self._session_day[session]} if session in self._session_day else set()
+            new_days += [(u, day) for day in sorted(days - self._unit_days[u])]
+            self._unit_days[u] |= days
+        self._day_pairs = np.concatenate([self._day_pairs, np.asarray(new_days, np.float64).reshape(-1, 2)])
 
     # --- scores -----------------------------------------------------------------------------
-    def _dense(self, kind: str, queries: np.ndarray, positions: dict[int, int], size: int) -> np.ndarray:
+    def _dense(self, kind: str, queries: np.ndarray, positions: np.ndarray, size: int) -> np.ndarray:
         """``[B, size]`` dense scores of the ``[B, D]`` questions (NaN: not in a question's top
-        ``pool``): one index search for the batch."""
+        ``pool``): one index search for the batch; ``positions``: id -> position (-1: none)."""
         index = self.store.index(kind)
         out = np.full((len(queries), size), np.nan, dtype=np.float32)
         if index is None or size == 0:
             return out
         scores, ids = index.search(queries, min(self.pool, len(index)))
-        for row, (row_scores, row_ids) in enumerate(zip(np.asarray(scores), np.asarray(ids), strict=True)):
-            for score, i in zip(row_scores, row_ids, strict=True):
-                if i >= 0 and int(i) in positions:
-                    out[row, positions[int(i)]] = score
+        ids = np.asarray(ids, dtype=np.int64)
+        at = np.where((ids >= 0) & (ids < len(positions)), positions[np.clip(ids, 0, len(positions) - 1)], -1)
+        rows, columns = np.nonzero(at >= 0)
+        out[rows, at[rows, columns]] = np.asarray(scores, dtype=np.float32)[rows, columns]
         return out
 
     def _standardised(self, x: np.ndarray) -> np.ndarray:
         """z-scores over the top ``pool`` values (NaN: not in the dense pool); the rest get the
         pool's lowest z-score."""
         known = np.where(np.isnan(x), -np.inf, x)
-        top = np.sort(known)[::-1][: self.pool]
+        top = known if known.size <= self.pool else np.partition(known, known.size - self.pool)[-self.pool :]
+        top = np.sort(top)[::-1]  # the same values, in the same order, as a full sort's top pool
         top = top[np.isfinite(top)]
         if top.size == 0:
             return np.zeros_like(x)
@@ -195,26 +290,21 @@ class HybridRetriever:
     def scores(self, question: str, vector: np.ndarray | None = None, now: Day | None = None) -> np.ndarray:
         """``[units]`` scores of every evidence unit for ``question`` (module docs, steps 1-3)."""
         query = None if vector is None else np.asarray(vector, np.float32)
-        if query is None and self._unit_count() > 0:
+        if query is None and self.refresh() > 0:
             query = self.store.encode([question])[0]
         return self.scores_many([question], None if query is None else query[None], [now])[0]
-
-    def _unit_count(self) -> int:
-        if self._built_for is None or self._built_for != self._sizes():
-            self._build()
-        return len(self._unit_turn)
 
     def scores_many(
         self, questions: Sequence[str], vectors: np.ndarray | None, nows: Sequence[Day | None]
     ) -> list[np.ndarray]:
         """``scores`` of each question (``vectors [B, D]``: their embeddings), as one pass: the
         tables checked once, one dense index search per kind for the batch."""
-        n = self._unit_count()
+        n = self.refresh()
         if n == 0:
             return [np.zeros(0, dtype=np.float32) for _ in questions]
         queries = np.asarray(vectors, dtype=np.float32).reshape(len(questions), -1)
-        dense_turns = self._dense("turn", queries, self._turn_pos, len(self._turns))
-        dense_facts = self._dense(FACT_KIND, queries, self._record_pos, len(self._records))
+        dense_turns = self._dense("turn", queries, self._turn_position, len(self._turns))
+        dense_facts = self._dense(FACT_KIND, queries, self._fact_position, len(self._records))
         w = self.lexical_weight
         out = []
         for question, now, dense_turn, dense_fact in zip(
@@ -246,8 +336,9 @@ class HybridRetriever:
         if asked.mode == QueryMode.TIME_SEEKING:
             return self._has_time.astype(np.float32)
         if asked.mode == QueryMode.EXPLICIT and asked.span is not None:
-            span = asked.span
-            return np.asarray([any(span.contains(d) for d in days) for days in self._unit_days], np.float32)
+            units, days = self._day_pairs[:, 0].astype(np.int64), self._day_pairs[:, 1]
+            inside = units[(asked.span.start <= days) & (days <= asked.span.end)]  # Span.contains
+            return (np.bincount(inside, minlength=len(self._unit_turn)) > 0).astype(np.float32)
         return np.zeros(len(self._unit_turn), dtype=np.float32)
 
     def ranked(
@@ -276,7 +367,11 @@ class HybridRetriever:
             raise ValueError(f"question must be a non-empty string, got {question!r}")
 
     def _top(self, scores: np.ndarray, k: int) -> list[Evidence]:
-        top = np.argsort(-scores, kind="stable")[:k]
+        """The ``k`` best units, ties in unit order (a stable sort's top ``k``, without sorting all)."""
+        candidates = np.arange(scores.size)
+        if scores.size > k:
+            candidates = np.nonzero(scores >= np.partition(scores, scores.size - k)[scores.size - k])[0]
+        top = candidates[np.argsort(-scores[candidates], kind="stable")[:k]]
         return [self._evidence(int(u), float(scores[u])) for u in top]
 
     def retrieve(

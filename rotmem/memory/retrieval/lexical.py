@@ -1,30 +1,38 @@
 """BM25 over memory texts (facts and turns), the lexical half of hybrid retrieval.
 
-Backed by ``bm25s`` (an optional dependency: ``pip install 'rotmem[memory]'``, or ``pip install
-bm25s``). Tokens: lower-cased runs of two or more word characters, English stop words removed
-(bm25s's own list), no stemming. A question whose words occur in no text scores 0 everywhere.
+Tokens: lower-cased runs of two or more word characters, English stop words removed (``bm25s``'s
+list: an optional dependency, ``pip install 'rotmem[memory]'`` or ``pip install bm25s``), no
+stemming. Scores: the Lucene variant of BM25 with bm25s's defaults (``k1 = 1.5``, ``b = 0.75``),
+each token of the question counted as often as it occurs there::
+
+    score(d) = sum over question tokens t of idf(t) · tf / (tf + k1 · (1 − b + b · |d| / avgdl))
+    idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))
+
+The index grows: ``add`` appends texts, and a question is scored against what is in the index at
+that moment (N, avgdl and df included), the same as an index built over all of them at once. A
+question whose words occur in no text scores 0 everywhere.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
+K1, B = 1.5, 0.75
 
 
-def _bm25s() -> Any:
+def english_stopwords() -> frozenset[str]:
+    """bm25s's English stop words (one line naming the package when it is missing)."""
     try:
-        import bm25s
         from bm25s.stopwords import STOPWORDS_EN
     except ImportError:
         raise ImportError(
             "lexical (BM25) retrieval needs bm25s: pip install 'rotmem[memory]' (or pip install bm25s)"
         ) from None
-    return bm25s, frozenset(STOPWORDS_EN)
+    return frozenset(STOPWORDS_EN)
 
 
 def tokenize(text: str, stopwords: frozenset[str] = frozenset()) -> list[str]:
@@ -33,23 +41,57 @@ def tokenize(text: str, stopwords: frozenset[str] = frozenset()) -> list[str]:
 
 
 class LexicalIndex:
-    """BM25 (bm25s defaults: Lucene variant, k1 = 1.5, b = 0.75) over a fixed list of texts."""
+    """BM25 (module docs) over a list of texts that ``add`` extends."""
 
-    def __init__(self, texts: Sequence[str]):
-        bm25s, self._stopwords = _bm25s()
-        self.size = len(texts)
-        self._bm25 = bm25s.BM25()
-        if texts:
-            self._bm25.index([tokenize(t, self._stopwords) for t in texts], show_progress=False)
+    def __init__(self, texts: Sequence[str] = (), k1: float = K1, b: float = B):
+        self._stopwords = english_stopwords()
+        self.k1, self.b = float(k1), float(b)
+        self._postings: dict[str, tuple[list[int], list[int]]] = {}  # token -> (texts, counts)
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # the postings as arrays, cached
+        self._lengths: list[int] = []
+        self._length_array = np.zeros(0)
+        self.add(texts)
+
+    @property
+    def size(self) -> int:
+        return len(self._lengths)
+
+    def add(self, texts: Iterable[str]) -> None:
+        """Append ``texts`` (their positions continue from ``len(self)``)."""
+        for text in texts:
+            tokens = tokenize(text, self._stopwords)
+            counts: dict[str, int] = {}
+            for token in tokens:
+                counts[token] = counts.get(token, 0) + 1
+            position = len(self._lengths)
+            for token, count in counts.items():
+                texts_of, counts_of = self._postings.setdefault(token, ([], []))
+                texts_of.append(position)
+                counts_of.append(count)
+                self._arrays.pop(token, None)
+            self._lengths.append(len(tokens))
+        if len(self._length_array) != len(self._lengths):
+            self._length_array = np.asarray(self._lengths, dtype=np.float64)
+
+    def _posting(self, token: str) -> tuple[np.ndarray, np.ndarray]:
+        if token not in self._arrays:
+            texts_of, counts_of = self._postings[token]
+            self._arrays[token] = np.asarray(texts_of, np.int64), np.asarray(counts_of, np.float64)
+        return self._arrays[token]
 
     def scores(self, query: str) -> np.ndarray:
         """``[len(texts)]`` float32 BM25 scores of every text for ``query``."""
-        if self.size == 0:
-            return np.zeros(0, dtype=np.float32)
-        tokens = tokenize(query, self._stopwords)
+        n = self.size
+        out = np.zeros(n, dtype=np.float64)
+        tokens = [t for t in tokenize(query, self._stopwords) if t in self._postings]
         if not tokens:
-            return np.zeros(self.size, dtype=np.float32)
-        return np.asarray(self._bm25.get_scores(tokens), dtype=np.float32)
+            return out.astype(np.float32)
+        norm = self.k1 * ((1 - self.b) + self.b * self._length_array / self._length_array.mean())
+        for token in tokens:
+            texts, counts = self._posting(token)
+            idf = np.log(1 + (n - len(texts) + 0.5) / (len(texts) + 0.5))
+            out[texts] += idf * counts / (counts + norm[texts])
+        return out.astype(np.float32)
 
     def __len__(self) -> int:
         return self.size

@@ -389,16 +389,20 @@ class TEMStore:
         passages = [tables.passage_of(rows[i], score) for score, i in hits]
         return sorted(passages, key=lambda p: (p.session_index, p.position, p.id))
 
-    def records(self, subject: str | None = None, relation: str | None = None) -> list[Record]:
-        """Stored facts in source order: all, one subject's, or one version group's."""
+    def records(
+        self, subject: str | None = None, relation: str | None = None, *, after_id: int = -1
+    ) -> list[Record]:
+        """Stored facts in source order: all, one subject's, or one version group's; only those
+        with ids above ``after_id`` (ids grow with each write: what was added since)."""
         if relation is not None and subject is None:
             raise ValueError("records(relation=...) needs a subject: a version group is (subject, relation)")
         if subject is None:
-            rows = tables.list_facts(self.db)
+            rows = tables.list_facts(self.db, after_id=after_id)
         elif relation is None:
-            rows = tables.list_facts(self.db, group_prefix=normalise_subject(subject) + GROUP_SEPARATOR)
+            prefix = normalise_subject(subject) + GROUP_SEPARATOR
+            rows = tables.list_facts(self.db, group_prefix=prefix, after_id=after_id)
         else:
-            rows = tables.list_facts(self.db, group_key=self.group_key(subject, relation))
+            rows = tables.list_facts(self.db, group_key=self.group_key(subject, relation), after_id=after_id)
         return [tables.record_of(row, self.weights.weight(row.relation)) for row in rows]
 
     def record(self, record_id: int) -> Record | None:
@@ -406,9 +410,9 @@ class TEMStore:
         row = tables.fetch_facts(self.db, [int(record_id)]).get(int(record_id))
         return None if row is None else tables.record_of(row, self.weights.weight(row.relation))
 
-    def passages(self, kind: str | None = None) -> list[Passage]:
-        """Stored turns and summaries in source order (``kind`` filters)."""
-        return [tables.passage_of(row, None) for row in tables.list_passages(self.db, kind)]
+    def passages(self, kind: str | None = None, *, after_id: int = -1) -> list[Passage]:
+        """Stored turns and summaries in source order (``kind`` filters; ids above ``after_id``)."""
+        return [tables.passage_of(row, None) for row in tables.list_passages(self.db, kind, after_id)]
 
     def sessions(self) -> list[tuple[str, int, float]]:
         """``(session_id, session_index, created_at)`` in session order."""

@@ -182,23 +182,26 @@ def fetch_passages(db: MemoryDatabase, ids: Sequence[int]) -> dict[int, StoredPa
 
 
 def list_facts(
-    db: MemoryDatabase, group_key: str | None = None, group_prefix: str | None = None
+    db: MemoryDatabase, group_key: str | None = None, group_prefix: str | None = None, after_id: int = -1
 ) -> list[StoredFact]:
     """Fact rows in source order (session index, then id): all, one version group's, or those
-    whose group key starts with ``group_prefix`` (one subject's)."""
-    where, params = "", ()
+    whose group key starts with ``group_prefix`` (one subject's); only ids above ``after_id``."""
+    where, params = "WHERE id > ?", (int(after_id),)
     if group_key is not None:
-        where, params = "WHERE group_key = ?", (group_key,)
+        where, params = where + " AND group_key = ?", (*params, group_key)
     elif group_prefix is not None:
         upper = group_prefix[:-1] + chr(ord(group_prefix[-1]) + 1)  # keeps the index usable
-        where, params = "WHERE group_key >= ? AND group_key < ?", (group_prefix, upper)
+        where, params = where + " AND group_key >= ? AND group_key < ?", (*params, group_prefix, upper)
     sql = f"SELECT {FACT_COLUMNS} FROM facts {where} ORDER BY session_index, id"
     return [StoredFact._make(row) for row in db.execute(sql, params)]
 
 
-def list_passages(db: MemoryDatabase, kind: str | None = None) -> list[StoredPassage]:
-    """Passage rows in source order (session index, position), of one ``kind`` or all."""
-    where, params = ("WHERE kind = ?", (kind,)) if kind else ("", ())
+def list_passages(db: MemoryDatabase, kind: str | None = None, after_id: int = -1) -> list[StoredPassage]:
+    """Passage rows in source order (session index, position), of one ``kind`` or all; only ids
+    above ``after_id``."""
+    where, params = "WHERE id > ?", (int(after_id),)
+    if kind:
+        where, params = where + " AND kind = ?", (*params, kind)
     sql = f"SELECT {PASSAGE_COLUMNS} FROM passages {where} ORDER BY session_index, position, id"
     return [StoredPassage._make(row) for row in db.execute(sql, params)]
 
