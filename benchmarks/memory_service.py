@@ -34,6 +34,7 @@ PERSONAS, PER_SESSION = 2000, 10
 NAMESPACE, CRASH_NAMESPACE = "load", "crash"
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 PLACEMENTS = ("process", "in-process")  # rotmem serve's encoder: a worker process, or --encoder-in-process
+RETRIEVERS = ("best", "temporal")  # rotmem serve --retriever: BestMemory (the default), or TemporalMemory
 ENCODER_THREADS = 1  # the server's --encoder-threads: the 2 cores run the server, the encoder and the clients
 
 
@@ -127,6 +128,7 @@ def targets(load: list[Row], curve: list[Row], clients: int) -> list[Row]:
         bound = level["search_p50_ms"] if texts is None else encoder_bound(curve, texts, batch)
         ratio = measured / bound if bound else float("nan")
         rows.append({"row": "target", "backend": mixed["backend"], "encoder": mixed["encoder"],
+                     "retriever": mixed["retriever"],
                      "records": mixed["records"], "clients": clients, "adds_share": level["adds_share"],
                      "mean_batch": level["mean_batch"],
                      "target": name, "measured": measured, "bound": round(bound, 1), "ratio": round(ratio, 3),
@@ -208,14 +210,17 @@ def run_prepare(args) -> None:
 class Server:
     """``rotmem serve`` in a subprocess, one key per namespace."""
 
-    def __init__(self, store: str, keys: Path, log: Path, device: str = "auto", placement: str = "process"):
+    def __init__(
+        self, store: str, keys: Path, log: Path, device: str = "auto", placement: str = "process",
+        retriever: str = "best",
+    ):  # fmt: skip
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         self.url, self.log = f"http://127.0.0.1:{port}", log
         command = [sys.executable, "-m", "rotmem.cli", "serve", "--store", store, "--keys", str(keys),
                    "--port", str(port), "--encoder", "minilm", "--encoder-threads", str(ENCODER_THREADS),
-                   "--device", device]  # fmt: skip
+                   "--device", device, "--retriever", retriever]  # fmt: skip
         command += ["--encoder-in-process"] if placement == "in-process" else []
         with log.open("a") as stderr:
             self.process = subprocess.Popen(
@@ -314,9 +319,9 @@ def texts_of(adds: float) -> str:
 
 
 def run_load(
-    args, store: str, backend: str, keys: Path, tokens: dict, curve: list[Row], placement: str
+    args, store: str, backend: str, keys: Path, tokens: dict, curve: list[Row], placement: str, retriever: str
 ) -> list[Row]:
-    server = Server(store, keys, keys.parent / f"serve-{backend}.log", args.device, placement)
+    server = Server(store, keys, keys.parent / f"serve-{backend}.log", args.device, placement, retriever)
     run = f"r{time.time_ns()}"  # session ids never repeat those of an earlier run on the same file
     at = 16 if 16 in args.clients else max(args.clients)  # the client count the targets are checked at
     rows = []
@@ -331,7 +336,8 @@ def run_load(
             mean_batch = (texts_after - texts) / max(calls_after - calls, 1)
             ms = {kind: np.asarray(out[kind]) * 1000 for kind in ("search", "add")}
             rows.append({
-                "row": "load", "backend": backend, "encoder": placement, "records": args.records,
+                "row": "load", "backend": backend, "encoder": placement, "retriever": retriever,
+                "records": args.records,
                 "clients": clients, "adds_share": adds, "seconds": args.seconds,
                 "searches": len(out["search"]), "adds": len(out["add"]), "errors": out["errors"],
                 "searches_per_s": round(len(out["search"]) / args.seconds, 1),
@@ -406,7 +412,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         keys, tokens = make_keys(Path(args.work))
         for backend, store in stores(args):
             for placement in args.encoder_placements:
-                yield from run_load(args, store, backend, keys, tokens, curve, placement)
+                for retriever in args.retrievers:
+                    yield from run_load(args, store, backend, keys, tokens, curve, placement, retriever)
 
 
 def plot(rows: list[Row], path: Path) -> None:
@@ -414,8 +421,12 @@ def plot(rows: list[Row], path: Path) -> None:
     if not rows:
         return
     fig, (left, right) = subplots(1, 2, figsize=(10, 4))
-    for backend in sorted({(r["backend"], r.get("encoder") or "in-process") for r in rows}):
-        mine = [r for r in rows if (r["backend"], r.get("encoder") or "in-process") == backend]
+
+    def server(r: Row) -> tuple[str, str, str]:
+        return r["backend"], r.get("encoder") or "in-process", r.get("retriever") or "temporal"
+
+    for backend in sorted({server(r) for r in rows}):
+        mine = [r for r in rows if server(r) == backend]
         backend = "/".join(backend)
         n = [r["clients"] for r in mine]
         left.plot(n, [r["searches_per_s"] for r in mine], "o-", label=backend)
@@ -449,6 +460,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--encoder-placements", nargs="+", default=["process", "in-process"], choices=PLACEMENTS,
         help="where the server runs its encoder: a worker process (rotmem serve's default) or the server's",
+    )  # fmt: skip
+    parser.add_argument(
+        "--retrievers", nargs="+", default=list(RETRIEVERS), choices=RETRIEVERS,
+        help="rotmem serve --retriever: best (BestMemory, its default) and/or temporal (TemporalMemory)",
     )  # fmt: skip
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="encoder curve")
     parser.add_argument("--reps", type=int, default=7, help="timed batches per size (the median is kept)")

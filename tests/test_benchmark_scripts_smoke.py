@@ -110,20 +110,21 @@ def test_memory_service_tiny(tmp_path):
     curve = [(r["texts"], int(r["batch_size"])) for r in rows if r["row"] == "encoder"]
     assert curve == [("question", 1), ("question", 4), ("fact", 1), ("fact", 4)]
     load = [r for r in rows if r["row"] == "load"]
-    levels = [(r["backend"], r["encoder"], int(r["clients"]), float(r["adds_share"])) for r in load]
+    levels = [(r["encoder"], r["retriever"], int(r["clients"]), float(r["adds_share"])) for r in load]
     assert levels == [  # then 2 clients adding; the encoder in a worker process, then in the server's
-        (backend, placement, clients, adds)
-        for backend in ["sqlite"]
+        (placement, retriever, clients, adds)
         for placement in ["process", "in-process"]
+        for retriever in ["best", "temporal"]
         for clients, adds in [(1, 0.1), (2, 0.1), (2, 1.0)]
     ]
     assert all(int(r["records"]) == 200 and int(r["errors"]) == 0 for r in load)
     assert all((int(r["searches"]) > 0) == (float(r["adds_share"]) < 1) for r in load)
     assert all(int(r["encoder_calls"]) > 0 and float(r["mean_batch"]) >= 1 for r in load)  # from /metrics
     targets = [r for r in rows if r["row"] == "target"]
-    assert [(r["target"], r["encoder"], int(r["clients"])) for r in targets] == [
-        (target, placement, 2)
+    assert [(r["target"], r["encoder"], r["retriever"], int(r["clients"])) for r in targets] == [
+        (target, placement, retriever, 2)
         for placement in ["process", "in-process"]
+        for retriever in ["best", "temporal"]
         for target in [
             "searches/s vs encoder questions/s",
             "search p99 vs p50",

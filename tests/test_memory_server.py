@@ -76,13 +76,13 @@ def sqlite_service(tmp_path) -> Iterator[Service]:
 
 @pytest.fixture
 def best_service(tmp_path) -> Iterator[Service]:
-    """The service with ``--retriever best`` (``BestMemory``), on SQLite files."""
+    """The service with ``--retriever best`` (``BestMemory``, the default), on SQLite files."""
     with serving(str(tmp_path), retriever="best") as running:
         yield running
 
 
 @contextmanager
-def serving(store: str, retriever: str = "temporal") -> Iterator[Service]:
+def serving(store: str, retriever: str = "best") -> Iterator[Service]:
     names = {"a": new_namespace(), "b": new_namespace()}
     ring = KeyRing()
     tokens = {names[who]: ring.add(names[who]) for who in ("a", "b")}
@@ -521,13 +521,14 @@ def test_the_curl_examples_of_the_docs_work(sqlite_service):
         assert a.get("/v1/stats").json()["facts"] >= 1
 
 
-def test_the_default_retriever_is_temporal_memory_and_a_bad_one_is_named(tmp_path):
-    pool = MemoryPool(str(tmp_path), HashingEncoder(8))
-    try:
-        with pool.use("n1", create=True):
-            pass
-        assert all(t.best is None and t.retriever == "temporal" for t in pool._tenants.values())
-    finally:
-        pool.close()
+def test_the_default_retriever_is_best_memory_and_a_bad_one_is_named(tmp_path):
+    for retriever, best in ((None, True), ("temporal", False)):
+        pool = MemoryPool(str(tmp_path), HashingEncoder(8), **({"retriever": retriever} if retriever else {}))
+        try:
+            with pool.use("n1", create=True):
+                pass
+            assert all((t.best is not None) == best for t in pool._tenants.values())
+        finally:
+            pool.close()
     with pytest.raises(ValueError, match="unknown retriever 'bm25'; expected one of"):
         MemoryPool(str(tmp_path), HashingEncoder(8), retriever="bm25")

@@ -56,7 +56,7 @@ def test_a_batcher_counts_the_batch_sizes_it_ran():
 
 def test_metrics_count_every_encoder_call_of_searches_and_adds(tmp_path):
     inner = SlowEncoder()
-    pool = MemoryPool(str(tmp_path), inner)
+    pool = MemoryPool(str(tmp_path), inner, retriever="temporal")
     ring = KeyRing()
     token = ring.add("alice")
     server, thread, url = run_server(pool, ring, 1 << 20)
@@ -88,8 +88,8 @@ def test_metrics_count_every_encoder_call_of_searches_and_adds(tmp_path):
         assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
         assert "alice" not in response.text and 'rotmem_encoder_info{device="cpu"} 1' in response.text
         counts = histogram(response.text)
-        # every text the model saw: 2 facts and 8 questions (the default retriever, TemporalMemory;
-        # `--retriever best` embeds each new relation once more for its time constraint)
+        # every text the model saw: 2 facts and 8 questions (`--retriever temporal`; the default,
+        # `best`, embeds each new relation once more for its time constraint)
         assert counts["sum"] == sum(inner.calls) == 10
         assert counts["count"] == len(inner.calls) < 10  # the 8 concurrent questions shared calls
         assert counts["2"] >= 1 and counts["+Inf"] == counts["count"] == counts["64"]

@@ -21,10 +21,10 @@ DEVICE_HELP = (
 def add_retriever_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--retriever",
-        default="temporal",
-        choices=("temporal", "best"),
-        help="temporal (default): TemporalMemory, one index scan per batch of searches; best: BestMemory, "
-        "the question's time constraint applied (its indexes rebuilt after each write: docs/memory.md)",
+        default="best",
+        choices=("best", "temporal"),
+        help="best (default): BestMemory, the hybrid retriever with the question's time constraint "
+        "applied; temporal: TemporalMemory alone (dense, no time constraint; docs/memory.md)",
     )
 
 
@@ -94,7 +94,7 @@ def build_pool(args: argparse.Namespace):
         from rotmem.server.encoder_process import ProcessEncoder
 
         encoder = ProcessEncoder(args.encoder, device, threads)
-    return MemoryPool(args.store, encoder, extractor, getattr(args, "retriever", "temporal"), **options)
+    return MemoryPool(args.store, encoder, extractor, getattr(args, "retriever", "best"), **options)
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ from rotmem.memory.tem.tense import present_order
 from rotmem.memory.temporal.records import Query, TemporalRecord
 from rotmem.server.batching import Batcher, ServiceEncoder
 
-RETRIEVERS = ("temporal", "best")
+RETRIEVERS = ("best", "temporal")
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Tenant:
     lock: threading.Lock = field(default_factory=threading.Lock)
     closed: bool = False
     searches: Batcher | None = None
-    retriever: str = "temporal"
+    retriever: str = "best"
     best: BestMemory | None = None
 
     def __post_init__(self) -> None:
@@ -114,11 +114,9 @@ class MemoryPool:
         encoder: the text encoder every namespace embeds with (one model in memory, wrapped in a
             ``ServiceEncoder`` so concurrent requests are embedded in batches).
         extractor: a ``FactExtractor`` for sessions sent without facts (None: facts are required).
-        retriever: ``"temporal"`` (``TemporalMemory.retrieve_many``: one index scan per batch) or
-            ``"best"`` (``BestMemory``: the question's time constraint applied, 0.92 against 0.46 MRR
-            on the temporal-QA test split, docs/memory.md; its lexical and slot indexes are rebuilt
-            on the first search after a write, whole: fine for an agent's memory, not yet measured
-            for a large namespace under writes, so not the default).
+        retriever: ``"best"`` (``BestMemory``: the question's time constraint applied, 0.92 against
+            0.46 MRR on the temporal-QA test split, docs/memory.md; its tables grow with each write)
+            or ``"temporal"`` (``TemporalMemory.retrieve_many`` alone: one index scan per batch).
         memory_options: more ``TemporalMemory`` / ``TEMStore`` arguments (e.g. ``synchronous``).
     """
 
@@ -127,7 +125,7 @@ class MemoryPool:
         store: str,
         encoder: Any,
         extractor: Any = None,
-        retriever: str = "temporal",
+        retriever: str = "best",
         **memory_options: Any,
     ):
         if retriever not in RETRIEVERS:
