@@ -64,6 +64,20 @@ def _positions(table: np.ndarray, ids: Sequence[int], end: int) -> np.ndarray:
     return table
 
 
+def _largest(values: np.ndarray, n: int) -> np.ndarray:
+    """The ``n`` largest of ``values`` (all when fewer), in no order. BM25 scores are mostly 0: the
+    positive ones are selected first, so that the rest, all equal, need no selection."""
+    if values.size <= n:
+        return values
+    high = values[values > 0]
+    if high.size >= n:
+        return np.partition(high, high.size - n)[-n:]
+    low, need = values[values <= 0], n - high.size
+    if low.min() < low.max():
+        low = np.partition(low, low.size - need)
+    return np.concatenate([high, low[-need:]])
+
+
 @dataclass(frozen=True)
 class Evidence:
     """One evidence unit: a source id, its turn (None if the memory has no turn with that id) and the
@@ -177,7 +191,9 @@ class HybridRetriever:
     def _add(self, records: list[Record], turns: list[Passage]) -> None:
         """Append ``records`` and ``turns`` (all of sessions after the tables' last) to the tables."""
         if self.memory is not None:
-            self._session_day.update(self.memory.session_dates())
+            self._session_day.update(
+                self.memory.session_dates([item.session_id for item in [*records, *turns]])
+            )
         by_session: dict[int, tuple[list[Passage], list[Record]]] = defaultdict(lambda: ([], []))
         for passage in turns:
             by_session[passage.session_index][0].append(passage)
@@ -240,9 +256,10 @@ class HybridRetriever:
     def _date_units(self, units: list[int]) -> None:
         """Time flags and days of ``units`` (new or grown): whether their turn or a fact says a
         time, and their session's date and facts' ``t_happen``."""
-        self._unit_turn = np.asarray(self._unit_turns, dtype=np.int64)
-        grown = len(self._unit_turns) - len(self._has_time)
-        self._has_time = np.concatenate([self._has_time, np.zeros(grown, dtype=bool)])
+        old = len(self._unit_turn)  # the array follows the list: its new units, then those touched
+        self._unit_turn = np.concatenate([self._unit_turn, np.asarray(self._unit_turns[old:], np.int64)])
+        self._unit_turn[units] = [self._unit_turns[u] for u in units]
+        self._has_time = np.concatenate([self._has_time, np.zeros(len(self._unit_turn) - old, dtype=bool)])
         ids = [self._records[i].id for u in units for i in self._unit_records[u]]
         times = self.memory.times(ids) if self.memory is not None and ids else {}
         new_days: list[tuple[int, float]] = []
@@ -277,9 +294,7 @@ class HybridRetriever:
         """z-scores over the top ``pool`` values (NaN: not in the dense pool); the rest get the
         pool's lowest z-score."""
         known = np.where(np.isnan(x), -np.inf, x)
-        top = known if known.size <= self.pool else np.partition(known, known.size - self.pool)[-self.pool :]
-        top = np.sort(top)[::-1]  # the same values, in the same order, as a full sort's top pool
-        top = top[np.isfinite(top)]
+        top = np.sort(_largest(known[np.isfinite(known)], self.pool))[::-1]  # as a full sort's top pool
         if top.size == 0:
             return np.zeros_like(x)
         mean, std = float(top.mean()), float(top.std()) or 1.0

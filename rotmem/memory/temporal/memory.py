@@ -211,9 +211,10 @@ class TemporalMemory:
         """The last session date stored (the default "now"), or None for an empty memory."""
         return tables.latest_observation(self.store.db)
 
-    def session_dates(self) -> dict[str, float]:
-        """``session_id -> t_obs`` (days) of every session added through this class."""
-        return tables.session_dates(self.store.db)
+    def session_dates(self, session_ids: Sequence[str] | None = None) -> dict[str, float]:
+        """``session_id -> t_obs`` (days) of every session added through this class (or of those of
+        ``session_ids``)."""
+        return tables.session_dates(self.store.db, session_ids)
 
     def times(self, record_ids: Sequence[int]) -> dict[int, tuple[float, float]]:
         """``record_id -> (t_happen, t_obs)`` of those of ``record_ids`` that have times."""

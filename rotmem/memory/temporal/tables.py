@@ -90,6 +90,13 @@ def fact_times(db: MemoryDatabase, record_ids: Sequence[int]) -> dict[int, tuple
     return out
 
 
-def session_dates(db: MemoryDatabase) -> dict[str, float]:
-    """``session_id -> t_obs`` of every dated session."""
-    return dict(db.execute("SELECT session_id, t_obs FROM session_dates").fetchall())
+def session_dates(db: MemoryDatabase, session_ids: Sequence[str] | None = None) -> dict[str, float]:
+    """``session_id -> t_obs`` of every dated session, or of those of ``session_ids``."""
+    sql = "SELECT session_id, t_obs FROM session_dates"
+    if session_ids is None:
+        return dict(db.execute(sql).fetchall())
+    ids, out = list(dict.fromkeys(session_ids)), {}
+    for first in range(0, len(ids), 500):  # under every SQLite build's limit on parameters
+        chunk = ids[first : first + 500]
+        out.update(db.execute(f"{sql} WHERE session_id IN ({', '.join('?' * len(chunk))})", chunk).fetchall())
+    return out
