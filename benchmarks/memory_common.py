@@ -1,24 +1,15 @@
-"""What the memory benchmarks share on top of ``benchmarks.runner``: the run's notes above the markdown
-table, ``--name`` (an output stem beside ``--out``), torch threads, timing, random unit vectors, the
-ICEWS05-15 facts as strings, and evidence token counts."""
+"""What the memory benchmarks share on top of ``benchmarks.runner``: ``--name`` (an output stem beside
+``--out``), timing, random unit vectors, the ICEWS05-15 facts as strings, and evidence token counts."""
 
 import argparse
-import contextlib
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from benchmarks.runner import Benchmark, Row, command_line
-
-
-class Notes(list):
-    """A run's notes: ``measure`` fills them, the runner prints them above the table (``summarize``)."""
-
-    def __call__(self, rows: list[Row]) -> list[str]:
-        return [f"- {note}" for note in self]
+from benchmarks.runner import Benchmark, command_line
 
 
 def parse(spec: Benchmark, argv: Sequence[str] | None = None, stem: Callable | None = None):
@@ -41,18 +32,6 @@ def main(spec: Benchmark, argv: Sequence[str] | None = None, stem: Callable | No
 
 def add_name(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="output file stem, in --out's folder")
-
-
-@contextlib.contextmanager
-def torch_threads(threads: int) -> Iterator[None]:
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
