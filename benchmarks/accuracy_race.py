@@ -263,7 +263,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     budget.add_argument("--budget-epochs", type=float, help="training epochs per run (fractional)")
     parser.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, help="config files or names")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per seed and config")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (the runner sets them)")
     parser.add_argument("--max-epochs", type=int, default=1000, help="stop a seconds budget earlier")
     split = parser.add_mutually_exclusive_group()
     split.add_argument("--time-split", nargs=2, metavar=("VALID_FROM", "TEST_FROM"), help="re-split by date")
@@ -320,9 +320,6 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"accuracy_race: no such CSV {missing[0]}")
         write_outputs([row for path in args.summarize for row in read_csv(Path(path))], args.out_dir)
         return 0
-    import torch
-
-    torch.set_num_threads(args.threads)
     SPEC.run(args, command_line("accuracy_race", argv, SPEC.env))
     write_outputs(read_csv(SPEC.out_path(args)), args.out_dir)
     return 0

@@ -80,8 +80,9 @@ def markdown_table(rows: Sequence[Row], columns: Sequence[str] | None = None) ->
 
 
 def add_threads(parser: argparse.ArgumentParser, default: int | None = None) -> None:
-    """``--threads``: torch's CPU threads (the runner sets them before ``measure``)."""
-    parser.add_argument("--threads", type=int, default=default, help="torch threads (default: torch's)")
+    """``--threads``: torch's CPU threads while ``measure`` runs (``default`` None: torch's own)."""
+    shown = "torch's" if default is None else default
+    parser.add_argument("--threads", type=int, default=default, help=f"torch threads (default: {shown})")
 
 
 @contextlib.contextmanager
@@ -95,6 +96,20 @@ def torch_threads(threads: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def comma_list(allowed: Sequence[str] | None = None) -> Callable[[str], list[str]]:
+    """An argparse ``type``: ``a,b`` -> ``["a", "b"]``, each item one of ``allowed`` when given."""
+
+    def parse(text: str) -> list[str]:
+        items = text.split(",")
+        if allowed is not None and (unknown := [item for item in items if item not in allowed]):
+            raise argparse.ArgumentTypeError(
+                f"unknown {','.join(unknown)}; expected some of {','.join(allowed)}"
+            )
+        return items
+
+    return parse
 
 
 def machine(device: str = "cpu") -> Row:
