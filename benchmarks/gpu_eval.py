@@ -47,9 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", type=int, default=500)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=1000)
-    parser.add_argument(
-        "--backends", type=comma_list(), default="native,triton,torch", help="GPU backends to time"
-    )
+    parser.add_argument("--backends", type=comma_list(), default="native,triton,torch", help="GPU backends")
     parser.add_argument("--dry-run", action="store_true", help="the CPU only, each split's first batch")
 
 

@@ -3,7 +3,6 @@
 
 import argparse
 import os
-import statistics
 import time
 from collections.abc import Callable, Sequence
 
@@ -53,10 +52,6 @@ def timed_ms(run: Callable[[], object], repeats: int, per: int = 1) -> list[floa
 def p(samples: Sequence[float], q: float) -> float:
     """The ``q``-th percentile of ``samples`` (NaN for none)."""
     return float(np.percentile(samples, q)) if len(samples) else float("nan")
-
-
-def median(samples: Sequence[float]) -> float:
-    return statistics.median(samples)
 
 
 def load_average() -> str:

@@ -56,9 +56,6 @@ class Question:
     answer_side: str
     gold: tuple[str, ...]
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
 
 PERIOD_LENGTH = {"year": 4, "month": 7, "day": 10}
 
@@ -448,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     questions = generate(facts, (day_of(args.start), day_of(args.end)), seed, scale=scale, prefix=args.split)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
-            handle.writelines(json.dumps(q.to_json()) + "\n" for q in questions)
+            handle.writelines(json.dumps(asdict(q)) + "\n" for q in questions)
     print(counts_table(questions))
     return 0
 
