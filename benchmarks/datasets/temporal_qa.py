@@ -429,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
 
-    from rotmem.data import load_dataset
+    from benchmarks.memory_common import icews_facts
 
     parser = argparse.ArgumentParser(description="Write a temporal-QA question set as JSON lines.")
     parser.add_argument("--split", choices=tuple(SPLITS), default="dev")
@@ -438,9 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", help="a .jsonl file (default: print the counts only)")
     args = parser.parse_args(argv)
-    kg = load_dataset("icews05-15", args.data_dir)
-    names, relations = kg.entities, kg.relations
-    facts = [(names[h], relations[r], names[t], d) for h, r, t, d in kg.all_facts.tolist()]
+    facts = icews_facts(args.data_dir)
     seed, scale = SPLITS[args.split]
     questions = generate(facts, (day_of(args.start), day_of(args.end)), seed, scale=scale, prefix=args.split)
     if args.out:
