@@ -309,7 +309,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_threads(parser)
     parser.add_argument("--large-batch", type=int, default=None, help="the large graph's B (CPU 1024)")
     parser.add_argument(
-        "--large-ops", type=comma_list(OPS), help="the large shape's (CPU: cross_entropy_all)"
+        "--large-ops", type=comma_list(OPS), help="ops at the large shape (CPU: cross_entropy_all)"
     )
     parser.add_argument("--budget-s", type=float, default=None, help="start nothing after this many s")
     parser.add_argument("--quick", action="store_true", help="tiny shapes and 2 reps: a smoke test")
