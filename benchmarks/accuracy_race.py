@@ -40,29 +40,29 @@ def build(config: Path, overrides: list[str]):
     return cli.model, cli.datamodule, cli.config.get("trainer", {}).get("gradient_clip_val")
 
 
-class RaceClock:
-    """A callback: counts training seconds, stops past the budget, hands each epoch to ``on_epoch``."""
+def race_clock(budget_s: float, budget_epochs: float, on_epoch):
+    """A Lightning callback: counts training seconds (``spent``) and the last epoch's ``batches``, stops
+    past the budget, hands each epoch to ``on_epoch(epoch, seconds, module)``."""
+    import pytorch_lightning as pl
 
-    def __init__(self, budget_s: float, budget_epochs: float, on_epoch):
-        import pytorch_lightning as pl
+    class RaceClock(pl.Callback):
+        spent, started, batches = 0.0, 0.0, 0
 
-        class Callback(pl.Callback):
-            def on_train_epoch_start(cb, trainer, module):
-                self.started = time.perf_counter()
+        def on_train_epoch_start(self, trainer, module):
+            self.started = time.perf_counter()
 
-            def on_train_batch_end(cb, trainer, module, outputs, batch, batch_idx):
-                done = trainer.current_epoch + (batch_idx + 1) / trainer.num_training_batches
-                if self.spent + time.perf_counter() - self.started >= budget_s or done >= budget_epochs:
-                    trainer.should_stop = True
-                self.batches = batch_idx + 1
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            done = trainer.current_epoch + (batch_idx + 1) / trainer.num_training_batches
+            if self.spent + time.perf_counter() - self.started >= budget_s or done >= budget_epochs:
+                trainer.should_stop = True
+            self.batches = batch_idx + 1
 
-            def on_train_epoch_end(cb, trainer, module):
-                self.spent += time.perf_counter() - self.started
-                epoch = trainer.current_epoch + self.batches / trainer.num_training_batches
-                on_epoch(round(epoch, 3), round(self.spent, 1), module)
+        def on_train_epoch_end(self, trainer, module):
+            self.spent += time.perf_counter() - self.started
+            epoch = trainer.current_epoch + self.batches / trainer.num_training_batches
+            on_epoch(round(epoch, 3), round(self.spent, 1), module)
 
-        self.spent, self.started, self.batches = 0.0, 0.0, 0
-        self.callback = Callback()
+    return RaceClock()
 
 
 def race_one(config: Path, budget_s: float, budget_epochs: float, overrides: list[str], threshold: int,
@@ -105,9 +105,9 @@ def race_one(config: Path, budget_s: float, budget_epochs: float, overrides: lis
                 metrics["all"]["time_auc"] = time_discrimination(model, kg, "test")["auc"]
         return metrics
 
-    clock = RaceClock(budget_s, budget_epochs, on_epoch)
+    clock = race_clock(budget_s, budget_epochs, on_epoch)
     trainer = quiet_trainer(None, max_epochs=math.ceil(budget_epochs), num_sanity_val_steps=0,
-                            gradient_clip_val=clip, callbacks=[clock.callback])  # fmt: skip
+                            gradient_clip_val=clip, callbacks=[clock])  # fmt: skip
     trainer.fit(module, datamodule=data)
     last_epoch = trainer.current_epoch - 1 + clock.batches / trainer.num_training_batches
     last = test(module.model)
@@ -263,7 +263,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     budget.add_argument("--budget-epochs", type=float, help="training epochs per run (fractional)")
     parser.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, help="config files or names")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per seed and config")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (the runner sets them)")
     parser.add_argument("--max-epochs", type=int, default=1000, help="stop a seconds budget earlier")
     split = parser.add_mutually_exclusive_group()
     split.add_argument("--time-split", nargs=2, metavar=("VALID_FROM", "TEST_FROM"), help="re-split by date")
@@ -320,9 +320,6 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"accuracy_race: no such CSV {missing[0]}")
         write_outputs([row for path in args.summarize for row in read_csv(Path(path))], args.out_dir)
         return 0
-    import torch
-
-    torch.set_num_threads(args.threads)
     SPEC.run(args, command_line("accuracy_race", argv, SPEC.env))
     write_outputs(read_csv(SPEC.out_path(args)), args.out_dir)
     return 0

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import torch
 
-from benchmarks.runner import Benchmark, Row, timed
+from benchmarks.runner import Benchmark, Row, comma_list, timed
 from rotmem import RoMem, load_dataset, ops
 from rotmem.evaluation import FILTERS, evaluate_all
 from rotmem.evaluation.ranking import answer_filters, filter_csr
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", type=int, default=500)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=1000)
-    parser.add_argument("--backends", default="native,triton,torch", help="the GPU's backends to time")
+    parser.add_argument("--backends", type=comma_list(), default="native,triton,torch", help="GPU backends")
     parser.add_argument("--dry-run", action="store_true", help="the CPU only, each split's first batch")
 
 
@@ -64,7 +64,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         raise SystemExit("no CUDA device is visible (use --dry-run to check the script on the CPU)")
     runs = [("cpu", backend.backend_name(torch.device("cpu"), "filtered_rank_counts"))]
     if not args.dry_run:
-        runs = [("cuda", name) for name in args.backends.split(",") if backend.available(name, "cuda")] + runs
+        runs = [("cuda", name) for name in args.backends if backend.available(name, "cuda")] + runs
     for device, name in runs:
         os.environ["ROTMEM_BACKEND"] = name
         model = model.to(device)

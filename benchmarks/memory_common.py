@@ -1,24 +1,14 @@
-"""What the memory benchmarks share on top of ``benchmarks.runner``: the run's notes above the markdown
-table, ``--name`` (an output stem beside ``--out``), torch threads, timing, random unit vectors, the
-ICEWS05-15 facts as strings, and evidence token counts."""
+"""What the memory benchmarks share on top of ``benchmarks.runner``: ``--name`` (an output stem beside
+``--out``), timing, random unit vectors, the ICEWS05-15 facts as strings, and evidence token counts."""
 
 import argparse
-import contextlib
 import os
-import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from benchmarks.runner import Benchmark, Row, command_line
-
-
-class Notes(list):
-    """A run's notes: ``measure`` fills them, the runner prints them above the table (``summarize``)."""
-
-    def __call__(self, rows: list[Row]) -> list[str]:
-        return [f"- {note}" for note in self]
+from benchmarks.runner import Benchmark, command_line
 
 
 def parse(spec: Benchmark, argv: Sequence[str] | None = None, stem: Callable | None = None):
@@ -43,18 +33,6 @@ def add_name(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="output file stem, in --out's folder")
 
 
-@contextlib.contextmanager
-def torch_threads(threads: int) -> Iterator[None]:
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     vectors = rng.standard_normal((n, dim)).astype(np.float32)
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -74,10 +52,6 @@ def timed_ms(run: Callable[[], object], repeats: int, per: int = 1) -> list[floa
 def p(samples: Sequence[float], q: float) -> float:
     """The ``q``-th percentile of ``samples`` (NaN for none)."""
     return float(np.percentile(samples, q)) if len(samples) else float("nan")
-
-
-def median(samples: Sequence[float]) -> float:
-    return statistics.median(samples)
 
 
 def load_average() -> str:

@@ -8,6 +8,7 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 
 import argparse
 import shutil
+import statistics
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.memory_common import main as run_main
-from benchmarks.memory_common import median, timed_ms
+from benchmarks.memory_common import timed_ms
 from benchmarks.runner import Benchmark, Row
 
 BATCH, K = 16, 15
@@ -42,7 +43,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     vectors = encoder.encode(questions)
 
     def row(cause: str, way: str, run, repeats: int = args.repeats, per: int = 1) -> Row:
-        return {"cause": cause, "way": way, "ms_per_question": round(median(timed_ms(run, repeats, per)), 3),
+        ms = statistics.median(timed_ms(run, repeats, per))
+        return {"cause": cause, "way": way, "ms_per_question": round(ms, 3),
                 "records": records, "repeats": repeats}  # fmt: skip
 
     with tempfile.TemporaryDirectory() as folder:

@@ -15,7 +15,7 @@ import numpy as np
 
 from benchmarks.memory_common import main as run_main
 from benchmarks.memory_common import p, unit_vectors
-from benchmarks.runner import Benchmark, Row
+from benchmarks.runner import Benchmark, Row, timed
 
 DIM, TOP = 384, 50
 
@@ -24,13 +24,9 @@ def literal(vector: np.ndarray) -> str:
     return "[" + ",".join(map(str, vector.tolist())) + "]"
 
 
-def seconds_each(run, queries) -> list[float]:
-    out = []
-    for q in queries:
-        start = time.perf_counter()
-        run(q)
-        out.append(time.perf_counter() - start)
-    return out
+def ms_each(run, items) -> list[float]:
+    """Milliseconds of ``run(item)`` for each of ``items``."""
+    return [timed(lambda item=item: run(item)) for item in items]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,9 +48,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     rng = np.random.default_rng(0)
     vectors, queries = unit_vectors(rng, args.records, DIM), unit_vectors(rng, args.queries, DIM)
 
-    def row(method: str, times: list[float], recall: float, note: str) -> Row:
-        ms = np.asarray(times) * 1000
-        return dict(method=method, records=args.records, queries=len(times), p50_ms=round(p(ms, 50), 2),
+    def row(method: str, ms: list[float], recall: float, note: str) -> Row:
+        return dict(method=method, records=args.records, queries=len(ms), p50_ms=round(p(ms, 50), 2),
                     p95_ms=round(p(ms, 95), 2), **{f"recall_at_{TOP}": round(float(recall), 3)},
                     note=note, server=server_version)  # fmt: skip
 
@@ -81,24 +76,24 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
 
             exact = [pg(q) for q in queries[:3]]  # warm
             exact = [pg(q) for q in queries]
-            yield row("pgvector exact (seq scan)", seconds_each(pg, queries), 1.0, f"load {load_s:.1f} s")
+            yield row("pgvector exact (seq scan)", ms_each(pg, queries), 1.0, f"load {load_s:.1f} s")
             start = time.perf_counter()
             db.execute("SET maintenance_work_mem = '1GB'")  # the graph is built in memory
             db.execute("CREATE INDEX ON facts USING hnsw (embedding vector_ip_ops)")
             build_s = time.perf_counter() - start
             db.execute("SET hnsw.ef_search = 100")
             recall = np.mean([len(set(pg(q)) & set(e)) / TOP for q, e in zip(queries, exact, strict=True)])
-            hnsw = seconds_each(pg, queries)
+            hnsw = ms_each(pg, queries)
             yield row("pgvector hnsw (ef_search 100)", hnsw, recall, f"build {build_s:.1f} s")
         server.cleanup()
     index = make_index(DIM, backend="faiss")
     index.add(np.arange(args.records), vectors)
     _, ids = index.search(queries, TOP)
     recall = np.mean([len(set(i.tolist()) & set(e)) / TOP for i, e in zip(ids, exact, strict=True)])
-    one = seconds_each(lambda q: index.search(q[None], TOP), queries)
+    one = ms_each(lambda q: index.search(q[None], TOP), queries)
     yield row("faiss flat, one question", one, recall, "")
     batches = queries[: (len(queries) // 16) * 16].reshape(-1, 16, DIM)
-    per_batch = seconds_each(lambda b: index.search(b, TOP), batches)
+    per_batch = ms_each(lambda b: index.search(b, TOP), batches)
     yield row("faiss flat, batch of 16 (per question)", [t / 16 for t in per_batch], recall, "")
 
 

@@ -20,7 +20,7 @@ import pytorch_lightning as pl
 import torch
 
 from benchmarks.harness import demo_history, quiet_trainer
-from benchmarks.runner import Benchmark, Row
+from benchmarks.runner import Benchmark, Row, comma_list
 from lightning_modules.kg_data import TemporalKGDataModule
 from lightning_modules.phase2 import Phase2Module
 from rotmem import load_dataset
@@ -55,20 +55,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--facts", type=int, help="train on the first FACTS facts only (smoke)")
-    parser.add_argument("--precisions", default="32-true,bf16-mixed", help=f"some of {','.join(PRECISIONS)}")
+    parser.add_argument("--precisions", type=comma_list(PRECISIONS), default="32-true,bf16-mixed")
     parser.add_argument("--accelerator", default="cpu")
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
-    precisions = args.precisions.split(",")
-    if not set(precisions) <= set(PRECISIONS):
-        raise SystemExit(f"unknown precisions {precisions}; expected some of {','.join(PRECISIONS)}")
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     kg = load_dataset("icews05-15")
     if args.facts:
         kg = dataclasses.replace(kg, train=kg.train[: args.facts])
     with tempfile.TemporaryDirectory() as root:
-        for precision in precisions:
+        for precision in args.precisions:
             yield train_and_evaluate(kg, precision, args.rank, args.epochs, args.accelerator, root)
 
 

@@ -1,6 +1,7 @@
 """The one runner every benchmark is a spec on: rows → CSV (with its command and commit) → markdown → plot."""
 
 import argparse
+import contextlib
 import csv
 import os
 import platform
@@ -9,7 +10,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,8 +80,36 @@ def markdown_table(rows: Sequence[Row], columns: Sequence[str] | None = None) ->
 
 
 def add_threads(parser: argparse.ArgumentParser, default: int | None = None) -> None:
-    """``--threads``: torch's CPU threads (the runner sets them before ``measure``)."""
-    parser.add_argument("--threads", type=int, default=default, help="torch threads (default: torch's)")
+    """``--threads``: torch's CPU threads while ``measure`` runs (``default`` None: torch's own)."""
+    shown = "torch's" if default is None else default
+    parser.add_argument("--threads", type=int, default=default, help=f"torch threads (default: {shown})")
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's CPU threads set to ``threads`` (unchanged when None) for the duration."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or before)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def comma_list(allowed: Sequence[str] | None = None) -> Callable[[str], list[str]]:
+    """An argparse ``type``: ``a,b`` -> ``["a", "b"]``, each item one of ``allowed`` when given."""
+
+    def parse(text: str) -> list[str]:
+        items = text.split(",")
+        if allowed is not None and (unknown := [item for item in items if item not in allowed]):
+            raise argparse.ArgumentTypeError(
+                f"unknown {','.join(unknown)}; expected some of {','.join(allowed)}"
+            )
+        return items
+
+    return parse
 
 
 def machine(device: str = "cpu") -> Row:
@@ -220,19 +249,17 @@ class Benchmark:
         return parser
 
     def run(self, args: argparse.Namespace, command: str) -> list[Row]:
-        """Measure, then write the CSV, its markdown and its plot; returns the rows."""
-        if getattr(args, "threads", None):
-            import torch
-
-            torch.set_num_threads(args.threads)
+        """Measure (with ``--threads`` torch threads, restored after), then write the CSV, its markdown
+        and its plot; returns the rows."""
         args.notes = []
         out, commit = self.out_path(args), commit_of()  # the code that measures, before any later checkout
         rows: list[Row] = []
-        for row in self.measure(args):
-            rows.append(row)
-            print(", ".join(f"{k}={v}" for k, v in row.items()), flush=True)
-            if self.partial:
-                write_csv(out, rows, command, commit)
+        with torch_threads(getattr(args, "threads", None)):
+            for row in self.measure(args):
+                rows.append(row)
+                print(", ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+                if self.partial:
+                    write_csv(out, rows, command, commit)
         if not rows and not self.empty_ok:
             raise SystemExit(f"benchmarks.{self.name}: measured nothing (check its options)")
         write_csv(out, rows, command, commit)

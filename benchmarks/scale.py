@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from benchmarks.runner import Benchmark, Row, add_threads, save, subplots
+from benchmarks.runner import Benchmark, Row, add_threads, comma_list, save, subplots
 
 FIELDS = (
     "section", "graph", "entities", "dim", "mode", "ranks", "threads_per_rank", "batch", "steps",
@@ -195,7 +195,6 @@ def eval_one_size(entities: int, dim: int, k: int, test_facts: int) -> list[dict
 def eval_section(args) -> Iterator[dict]:
     sizes = (10_000, 30_000, 100_000, 300_000, 1_000_000) if not args.quick else (1000, 3000)
     dim, k, test_facts = (500, 3, 500) if not args.quick else (32, 1, 100)
-    torch.set_num_threads(args.threads)
     for entities in sizes:
         for row in eval_one_size(entities, dim, k, test_facts):
             yield dict(section="eval", mode="one", ranks=1, threads_per_rank=args.threads, **row)
@@ -222,15 +221,14 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sections", default="train,eval")
+    parser.add_argument("--sections", type=comma_list(("train", "eval")), default="train,eval")
     add_threads(parser, default=2)  # the evaluation section's
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
-    sections = args.sections.split(",")
     for section, rows in (("train", train_section), ("eval", eval_section)):
-        for row in rows(args) if section in sections else ():
+        for row in rows(args) if section in args.sections else ():
             row |= {"load_1min": round(os.getloadavg()[0], 2)}
             yield {f: round(v, 3) if isinstance(v := row.get(f, ""), float) else v for f in FIELDS}
 

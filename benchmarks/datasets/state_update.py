@@ -149,10 +149,6 @@ class StateUpdateBenchmark:
     values: dict[str, tuple[str, ...]] = field(default_factory=dict)
     now: str = ""
 
-    @property
-    def now_day(self) -> int:
-        return dt.date.fromisoformat(self.now).toordinal() - _EPOCH
-
 
 def _day(date: dt.date) -> int:
     return date.toordinal() - _EPOCH

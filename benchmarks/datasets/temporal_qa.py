@@ -56,9 +56,6 @@ class Question:
     answer_side: str
     gold: tuple[str, ...]
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
 
 PERIOD_LENGTH = {"year": 4, "month": 7, "day": 10}
 
@@ -432,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
 
-    from rotmem.data import load_dataset
+    from benchmarks.memory_common import icews_facts
 
     parser = argparse.ArgumentParser(description="Write a temporal-QA question set as JSON lines.")
     parser.add_argument("--split", choices=tuple(SPLITS), default="dev")
@@ -441,14 +438,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", help="a .jsonl file (default: print the counts only)")
     args = parser.parse_args(argv)
-    kg = load_dataset("icews05-15", args.data_dir)
-    names, relations = kg.entities, kg.relations
-    facts = [(names[h], relations[r], names[t], d) for h, r, t, d in kg.all_facts.tolist()]
+    facts = icews_facts(args.data_dir)
     seed, scale = SPLITS[args.split]
     questions = generate(facts, (day_of(args.start), day_of(args.end)), seed, scale=scale, prefix=args.split)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
-            handle.writelines(json.dumps(q.to_json()) + "\n" for q in questions)
+            handle.writelines(json.dumps(asdict(q)) + "\n" for q in questions)
     print(counts_table(questions))
     return 0
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.locomo.adapters import add_conversation, session_input
-from benchmarks.memory_common import Notes, add_name, encoder_of, p, token_counter, torch_threads
+from benchmarks.memory_common import add_name, encoder_of, p, token_counter
 from benchmarks.memory_common import main as run_main
-from benchmarks.runner import Benchmark, Row, save, subplots
+from benchmarks.runner import Benchmark, Row, save, subplots, torch_threads
 from rotmem.data.locomo import CATEGORIES, Conversation, load_locomo
 from rotmem.memory import CachedEncoder, FitConfig, TemporalMemory, TEMStore
 from rotmem.memory.llm import load_reader
@@ -37,7 +37,6 @@ PUBLISHED_NOTE = (
     "OpenAI text-embedding-3-small; every rotmem row of this run uses no LLM and the encoder named below"
 )
 GROUPS = ["all", "cat1-4", *(f"cat{c}" for c in CATEGORIES), "tuning", "held-out"]
-NOTES = Notes()
 
 
 class Memories:
@@ -147,11 +146,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
-    with torch_threads(args.threads):
-        yield from _measure(args)
-
-
-def _measure(args: argparse.Namespace) -> Iterator[Row]:
     conversations = load_locomo(args.data)
     if args.conversations:
         unknown = sorted(set(args.conversations) - {c.sample_id for c in conversations})
@@ -195,7 +189,7 @@ def _measure(args: argparse.Namespace) -> Iterator[Row]:
                                      f1=f1))  # fmt: skip
         memories.close()
         print(f"{conversation.sample_id}: {len(questions)} questions done", file=sys.stderr, flush=True)
-    NOTES[:] = [
+    notes = [
         PUBLISHED_NOTE + ".",
         f"{len(conversations)} conversation(s), {asked} questions with evidence; encoder {encoder.name}; "
         f"evidence tokens counted as {tokens}" + (f"; answers by {args.generate}" if reader else ""),
@@ -207,7 +201,7 @@ def _measure(args: argparse.Namespace) -> Iterator[Row]:
     ]
     if fits:
         worst = max(fits, key=lambda x: x[1])
-        NOTES.append(
+        notes.append(
             f"TemporalMemory.fit ({fit.epochs} epochs, dim {fit.family['init_args']['dim']}, "
             f"{args.fit_threads} threads) per conversation: max {worst[1]:.1f} s ({worst[0]}, {worst[2]} "
             f"facts), mean {statistics.fmean(s for _, s, _ in fits):.1f} s "
@@ -215,7 +209,8 @@ def _measure(args: argparse.Namespace) -> Iterator[Row]:
             f"importing Lightning beforehand took {import_s:.1f} s, once per process"
         )
     else:
-        NOTES.append("RoMem not fitted: temporal-observations ranks on S_sem alone")
+        notes.append("RoMem not fitted: temporal-observations ranks on S_sem alone")
+    args.notes += [f"- {note}" for note in notes]
     for config in args.configs:
         for k in KS:
             for group in GROUPS:
@@ -252,7 +247,7 @@ def plot(rows: list[Row], path: Path) -> None:
     save(fig, path)
 
 
-SPEC = Benchmark("locomo", __doc__, measure, add_arguments, NOTES, plot)
+SPEC = Benchmark("locomo", __doc__, measure, add_arguments, plot=plot)
 
 
 def main(argv: list[str] | None = None) -> int:

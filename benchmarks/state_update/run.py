@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from benchmarks.datasets.state_update import QUESTION_TYPES, Question, StateUpdateBenchmark, generate
-from benchmarks.memory_common import Notes, add_name, encoder_of, token_counter, torch_threads
+from benchmarks.memory_common import add_name, encoder_of, token_counter
 from benchmarks.memory_common import main as run_main
 from benchmarks.runner import Benchmark, Row
 from benchmarks.state_update.reader import READER_NAME, LabelAwareReader
@@ -25,7 +25,6 @@ from rotmem.training import TrainConfig
 
 CONFIGS = ("naive-rag", "session-rag", "overwrite", "unmarked", "tem", "tem-dated", "romem")
 OVERWRITE_POOL = 200  # records searched before keeping only current ones (>= 15 current always)
-NOTES = Notes()
 
 
 @dataclass(frozen=True)
@@ -146,11 +145,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
-    with torch_threads(args.threads):
-        yield from _measure(args)
-
-
-def _measure(args: argparse.Namespace) -> Iterator[Row]:
     bench = generate(args.personas, args.sessions, args.seed)
     encoder = encoder_of(args.encoder)
     fit = FitConfig(epochs=args.fit_epochs) if args.fit_epochs > 0 else None
@@ -169,7 +163,7 @@ def _measure(args: argparse.Namespace) -> Iterator[Row]:
             rows.append(dict(config=config, qtype=q.qtype, present=gold_present(q, items),
                              labelled=gold_labelled(q, items), hit=q.gold.lower() in answer.lower(),
                              tokens=count_tokens(text), words=len(text.split())))  # fmt: skip
-    NOTES[:] = [
+    notes = [
         f"{len(bench.personas)} personas, {len(bench.sessions)} sessions, {len(bench.questions)} questions "
         f"(seed {args.seed}); {stats['records']} stored records; k = {args.k} evidence items per question; "
         f"encoder {encoder.name}; answers by: {reader}; tokens: {tokens}",
@@ -185,11 +179,12 @@ def _measure(args: argparse.Namespace) -> Iterator[Row]:
             alpha = "gate alpha " + ", ".join(f"{r} {a:.2f}" for r, a in speeds)
         else:
             alpha = "alpha = 1 (no gate)"
-        NOTES.append(
+        notes.append(
             f"RoMem online fit: {int(stats['facts'])} facts, {fit.epochs} epochs, dim "
             f"{fit.family['init_args']['dim']}, {alpha}, {stats['fit_s']:.1f} s, "
             f"final loss {stats['loss']:.3f}"
         )
+    args.notes += [f"- {note}" for note in notes]
     for config in args.configs:
         for qtype in (*QUESTION_TYPES, "all"):
             part = [r for r in rows if r["config"] == config and qtype in ("all", r["qtype"])]
@@ -205,7 +200,7 @@ def _measure(args: argparse.Namespace) -> Iterator[Row]:
             )  # fmt: skip
 
 
-SPEC = Benchmark("state_update", __doc__, measure, add_arguments, NOTES)
+SPEC = Benchmark("state_update", __doc__, measure, add_arguments)
 
 
 def main(argv: list[str] | None = None) -> int:

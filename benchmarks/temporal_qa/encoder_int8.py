@@ -40,7 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
-    torch.set_num_threads(args.threads)
     texts = sentences(args.sentences)
     model = RelationEncoder(cache_dir=False)._load()
     models = {"float32": model, "int8": torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear})}

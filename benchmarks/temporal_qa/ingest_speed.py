@@ -6,13 +6,13 @@
 
 import argparse
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 
 from benchmarks.memory_common import icews_facts
 from benchmarks.memory_common import main as run_main
 from benchmarks.runner import Benchmark, Row
-from rotmem.data import date_of, day_of
+from benchmarks.temporal_qa.run import ingest
+from rotmem.data import day_of
 from rotmem.memory import HashingEncoder, SentenceEncoder, TemporalMemory
 from rotmem.memory.tem.store import fact_text
 
@@ -32,19 +32,17 @@ class TimedEncoder:
         return out
 
 
-def ingest(days: dict[int, list], encoder, cache: int) -> dict:
-    """All days, one ``add_sessions`` call each, into a fresh memory; timings in seconds."""
+def timed_ingest(facts: list, encoder, cache: int) -> dict:
+    """The facts, one ``add_sessions`` call per day, into a fresh memory; timings in seconds."""
     timed = TimedEncoder(encoder)
     memory = TemporalMemory(encoder=timed, verify=False, synchronous="OFF", embedding_cache=cache)
-    t0 = time.perf_counter()
-    for day, facts in days.items():
-        memory.add_sessions([dict(session_id=date_of(day), facts=facts, date=day)])
-    seconds = time.perf_counter() - t0
-    facts = sum(len(f) for f in days.values())
-    assert len(memory.store) == facts, "every fact must be stored"
+    stats = ingest(memory, facts, days_per_batch=1)
+    assert len(memory.store) == stats["facts"], "every fact must be stored"
     memory.close()
+    seconds = stats["ingest_s"]
     return dict(
-        facts=facts, sessions=len(days), seconds=round(seconds, 2), facts_per_s=round(facts / seconds, 1),
+        facts=stats["facts"], sessions=stats["sessions"], seconds=round(seconds, 2),
+        facts_per_s=round(stats["facts_per_s"], 1),
         texts_embedded=timed.texts, encoder_s=round(timed.seconds, 2),
         store_s=round(seconds - timed.seconds, 2),
         encoder_sentences_per_s=round(timed.texts / timed.seconds, 1) if timed.seconds else None,
@@ -58,16 +56,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
-    days: dict[int, list] = defaultdict(list)
-    for fact in sorted(icews_facts(args.data_dir, day_of(args.start), day_of(args.end)), key=lambda f: f[3]):
-        days[fact[3]].append(fact)
-    distinct = len({fact_text(*f[:3]) for facts in days.values() for f in facts})
+    facts = icews_facts(args.data_dir, day_of(args.start), day_of(args.end))
+    distinct = len({fact_text(*f[:3]) for f in facts})
     minilm = SentenceEncoder()
     minilm.encode(["load the model before the clock starts"])
     for name, encoder, cache in (("minilm, no cache", minilm, 0), ("minilm, cache", minilm, 50_000),
                                  ("hashing, no cache", HashingEncoder(384), 0)):  # fmt: skip
         yield dict(variant=name, window=f"{args.start}..{args.end}", distinct_sentences=distinct,
-                   **ingest(days, encoder, cache))  # fmt: skip
+                   **timed_ingest(facts, encoder, cache))  # fmt: skip
 
 
 SPEC = Benchmark("temporal_qa.ingest_speed", __doc__, measure, add_arguments)

@@ -4,26 +4,21 @@ from typing import NamedTuple
 
 
 class Phrasing(NamedTuple):
-    """One relation's verb phrase: infinitive, simple past, third person singular."""
+    """One relation's verb phrase: infinitive and simple past."""
 
     base: str
     past: str
-    third: str
 
 
-def _regular(base: str, past: str | None = None, third: str | None = None) -> Phrasing:
-    """``base`` with its first word inflected (``visit`` -> ``visited``, ``visits``) unless given."""
+def _regular(base: str, past: str | None = None) -> Phrasing:
+    """``base`` with its first word in the simple past (``visit`` -> ``visited``) unless given."""
     verb, _, rest = base.partition(" ")
     tail = f" {rest}" if rest else ""
-    if past is None:
-        past = (verb + "d" if verb.endswith("e") else verb + "ed") + tail
-    if third is None:
-        third = (verb + "es" if verb.endswith(("s", "sh", "ch")) else verb + "s") + tail
-    return Phrasing(base, past, third)
+    return Phrasing(base, past or (verb + "d" if verb.endswith("e") else verb + "ed") + tail)
 
 
 PHRASINGS: dict[str, Phrasing] = {
-    "Make statement": Phrasing("make a statement about", "made a statement about", "makes a statement about"),
+    "Make statement": Phrasing("make a statement about", "made a statement about"),
     "Consult": _regular("consult"),
     "Express intent to meet or negotiate": _regular("express willingness to meet with"),
     "Make an appeal or request": _regular("appeal to"),
@@ -42,9 +37,9 @@ PHRASINGS: dict[str, Phrasing] = {
     ),
     "Use conventional military force": _regular("use military force against"),
     "Use unconventional violence": _regular("use violence against"),
-    "Demand": Phrasing("make demands of", "made demands of", "makes demands of"),
+    "Demand": Phrasing("make demands of", "made demands of"),
     "Investigate": _regular("investigate"),
-    "fight with small arms and light weapons": Phrasing("fight", "fought", "fights"),
+    "fight with small arms and light weapons": Phrasing("fight", "fought"),
     "Reject": _regular("reject"),
     "Make optimistic comment": _regular("speak optimistically about", "spoke optimistically about"),
     "Discuss by telephone": _regular("talk on the phone with"),
@@ -61,10 +56,8 @@ PHRASINGS: dict[str, Phrasing] = {
     "Provide humanitarian aid": _regular("provide humanitarian aid to"),
     "Make empathetic comment": _regular("express sympathy for"),
     "Confiscate property": _regular("confiscate property from"),
-    "Deny responsibility": Phrasing(
-        "deny responsibility toward", "denied responsibility toward", "denies responsibility toward"
-    ),
-    "Protest violently, riot": Phrasing("riot against", "rioted against", "riots against"),
+    "Deny responsibility": Phrasing("deny responsibility toward", "denied responsibility toward"),
+    "Protest violently, riot": Phrasing("riot against", "rioted against"),
     "Reduce relations": _regular("reduce relations with"),
     "Physically assault": _regular("assault"),
     "Provide aid": _regular("provide aid to"),

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.datasets.temporal_qa import SPLITS, Question, generate
-from benchmarks.memory_common import Notes, add_name, encoder_of, icews_facts, p, parse, torch_threads
+from benchmarks.memory_common import add_name, encoder_of, icews_facts, p, parse
 from benchmarks.runner import Benchmark, Row, command_line, save, subplots
 from benchmarks.temporal_qa import memories
 from rotmem import configs
@@ -42,7 +42,6 @@ PUBLISHED = (
     "discrete time 0.045. Those use MultiTQ's own questions, an LLM and another embedder: they are "
     "not comparable to the numbers here, only the signs of the ablations are."
 )
-NOTES = Notes()
 
 
 @dataclass
@@ -95,23 +94,6 @@ def change_rate_speeds(facts) -> dict[str, float]:
             pairs[relation] += 1
             changed[relation] += a != b
     return {r: changed[r] / pairs[r] for r in pairs}
-
-
-def pretrain_gate(path: Path) -> Path:
-    """A Phase-1 gate on the ICEWS05-15 training split (the packaged gate-icews05-15 settings)."""
-    import yaml
-
-    from lightning_modules.phase1_gate import GateTransitionData
-    from lightning_modules.phase1_gate import pretrain_gate as fit_gate
-
-    config = yaml.safe_load(configs.resolve("gate-icews05-15").read_text())
-    data = GateTransitionData(**{k: v for k, v in config["data"].items() if k not in ("dataset", "data_dir")})
-    module = fit_gate(
-        data, lr=float(config["model"]["lr"]), seed=int(config.get("seed_everything", 0)),
-        max_epochs=int(config["trainer"]["max_epochs"]),
-    )  # fmt: skip
-    module.gate.save(path, source="benchmarks.temporal_qa: gate-icews05-15 on the ICEWS05-15 train split")
-    return path
 
 
 def relevant(fact, q: Question) -> bool:
@@ -203,11 +185,7 @@ def load_setup(args: argparse.Namespace) -> Setup:
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
-    with torch_threads(args.threads):
-        yield from _measure(getattr(args, "setup", None) or load_setup(args), args)
-
-
-def _measure(setup: Setup, args: argparse.Namespace) -> Iterator[Row]:
+    setup = getattr(args, "setup", None) or load_setup(args)
     encoder = CachedEncoder(encoder_of(args.encoder))
     if args.encoder_cache:
         print(f"{load_vectors(encoder, args.encoder_cache)} vectors from {args.encoder_cache}", flush=True)
@@ -223,7 +201,9 @@ def _measure(setup: Setup, args: argparse.Namespace) -> Iterator[Row]:
         gate = change_rate_speeds(stored)
         gate_note = "gate speeds: each relation's change rate in the window (the --quick stand-in, no MLP)"
     elif {"romem-gate", RERANKS["romem-gate"], TIMED_RERANKS["romem-gate"]} & set(args.memories):
-        gate = Path(args.gate) if args.gate else pretrain_gate(args.out.with_name("gate.pt"))
+        from benchmarks.gate import pretrain_icews_gate
+
+        gate = Path(args.gate) if args.gate else pretrain_icews_gate(args.out.with_name("gate.pt"))
         gate_note = f"gate: Semantic Speed Gate {gate} (Phase 1 on the ICEWS05-15 train split)"
     else:
         gate, gate_note = None, "no gate (no memory of this run uses one)"
@@ -262,7 +242,7 @@ def _measure(setup: Setup, args: argparse.Namespace) -> Iterator[Row]:
     counts = ", ".join(f"{t} {sum(q.qtype == t for q in setup.questions)}"
                        for t in dict.fromkeys(q.qtype for q in setup.questions))  # fmt: skip
     fits = ", ".join(f"{k[6:]} {v:.0f} s" for k, v in stats.items() if k.startswith("fit_s_"))
-    NOTES[:] = [
+    notes = [
         f"{args.split} set (seed {SEEDS[args.split]}): {len(setup.questions)} questions ({counts}) about "
         f"{args.start}..{args.end}, all asked on {setup.questions[0].asked_on}; "
         f"gold over {len(setup.facts)} facts",
@@ -280,6 +260,7 @@ def _measure(setup: Setup, args: argparse.Namespace) -> Iterator[Row]:
         f"{args.alpha_g:g}, romem-hybrid: hybrid top 50 + {args.beta:g} x S_kge",
         PUBLISHED,
     ]
+    args.notes += [f"- {note}" for note in notes]
     yield from summarise(rows)
 
 
@@ -310,7 +291,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 SPEC = Benchmark(
-    "temporal_qa", __doc__, measure, add_arguments, NOTES, plot, csv_name="temporal_qa/temporal_qa"
+    "temporal_qa", __doc__, measure, add_arguments, plot=plot, csv_name="temporal_qa/temporal_qa"
 )
 
 
