@@ -176,7 +176,14 @@ def test_memory_service_targets_interpolate_the_encoder_curve():
         for texts in ("question", "fact")
         for size, rate in ((1, 50.0), (2, 80.0), (4, 120.0), (8, 150.0))
     ]
-    common = {"backend": "sqlite", "encoder": "process", "records": 10, "clients": 16, "search_p50_ms": 100.0}
+    common = {
+        "backend": "sqlite",
+        "encoder": "process",
+        "retriever": "best",
+        "records": 10,
+        "clients": 16,
+        "search_p50_ms": 100.0,
+    }
     load = [
         {
             **common,
