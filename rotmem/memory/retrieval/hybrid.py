@@ -293,14 +293,15 @@ class HybridRetriever:
     def _standardised(self, x: np.ndarray) -> np.ndarray:
         """z-scores over the top ``pool`` values (NaN: not in the dense pool); the rest get the
         pool's lowest z-score."""
-        known = np.where(np.isnan(x), -np.inf, x)
-        top = np.sort(_largest(known[np.isfinite(known)], self.pool))[::-1]  # as a full sort's top pool
+        finite = np.isfinite(x)
+        top = np.sort(_largest(x[finite], self.pool))[::-1]  # as a full sort's top pool
         if top.size == 0:
             return np.zeros_like(x)
         mean, std = float(top.mean()), float(top.std()) or 1.0
-        z = (known - mean) / std
-        floor = (float(top[-1]) - mean) / std
-        return np.where(known >= top[-1], z, floor).astype(np.float32)
+        out = np.full(x.shape, (float(top[-1]) - mean) / std, dtype=np.float32)
+        kept = finite & (x >= top[-1])
+        out[kept] = (x[kept] - mean) / std
+        return out
 
     def scores(self, question: str, vector: np.ndarray | None = None, now: Day | None = None) -> np.ndarray:
         """``[units]`` scores of every evidence unit for ``question`` (module docs, steps 1-3)."""
@@ -382,10 +383,18 @@ class HybridRetriever:
             raise ValueError(f"question must be a non-empty string, got {question!r}")
 
     def _top(self, scores: np.ndarray, k: int) -> list[Evidence]:
-        """The ``k`` best units, ties in unit order (a stable sort's top ``k``, without sorting all)."""
+        """The ``k`` best units, ties in unit order (a stable sort's top ``k``, without sorting all:
+        most units sit at the lowest score, so the selection runs over those above it)."""
         candidates = np.arange(scores.size)
         if scores.size > k:
-            candidates = np.nonzero(scores >= np.partition(scores, scores.size - k)[scores.size - k])[0]
+            lowest = scores.min()
+            above = np.nonzero(scores > lowest)[0]
+            if above.size >= k:
+                part = scores[above]
+                candidates = above[part >= np.partition(part, part.size - k)[part.size - k]]
+            else:  # every unit above the lowest score, then the first units at it
+                at_lowest = np.nonzero(scores == lowest)[0][: k - above.size]
+                candidates = np.sort(np.concatenate([above, at_lowest]))
         top = candidates[np.argsort(-scores[candidates], kind="stable")[:k]]
         return [self._evidence(int(u), float(scores[u])) for u in top]
 
