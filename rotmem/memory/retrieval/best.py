@@ -270,8 +270,8 @@ class BestMemory:
         return lambda relation: float(self._relation_vectors[relation] @ query)
 
     def _slot_facts(self, key: Slot, score: float) -> list[Candidate]:
-        """Every stored fact of the slot ``key`` (at most ``SLOT_LIMIT``, newest), scored ``score``."""
-        self.hybrid.refresh()  # the slots follow the hybrid's tables
+        """Every stored fact of the slot ``key`` (at most ``SLOT_LIMIT``, newest), scored ``score``;
+        the slots follow the hybrid's tables, which the search that asks has just brought up to date."""
         if self._slots_for[0] != self.hybrid.generation:
             self._by_subject, self._by_object = defaultdict(list), defaultdict(list)
             self._slots_for = (self.hybrid.generation, 0)

@@ -22,9 +22,9 @@ Summaries are not units: they name no turn. The defaults (``lexical_weight = 0.5
 ``time_boost = 0.5``) were chosen on three LoCoMo conversations (conv-26, conv-30, conv-41) and
 are reported on the other seven as well (docs/memory.md).
 
-The unit tables and the BM25 indexes are built on the first query and rebuilt when the store has
-grown (rows written here or committed by another process), a pass over the memory: cheap next to
-embedding what was added.
+The unit tables and the BM25 indexes are built on the first query and then grown by the sessions
+the store gains (written here or committed by another process): the same tables as a build over the
+whole store. A session given an index before the last one read rebuilds them.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ class LexicalIndex:
         self._postings: dict[str, tuple[list[int], list[int]]] = {}  # token -> (texts, counts)
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # the postings as arrays, cached
         self._lengths: list[int] = []
-        self._length_array = np.zeros(0)
+        self._norm: np.ndarray | None = None  # k1 · (1 − b + b · |d| / avgdl) per text, until ``add``
         self.add(texts)
 
     @property
@@ -70,8 +70,7 @@ class LexicalIndex:
                 counts_of.append(count)
                 self._arrays.pop(token, None)
             self._lengths.append(len(tokens))
-        if len(self._length_array) != len(self._lengths):
-            self._length_array = np.asarray(self._lengths, dtype=np.float64)
+        self._norm = None  # N and avgdl have changed
 
     def _posting(self, token: str) -> tuple[np.ndarray, np.ndarray]:
         if token not in self._arrays:
@@ -86,7 +85,10 @@ class LexicalIndex:
         tokens = [t for t in tokenize(query, self._stopwords) if t in self._postings]
         if not tokens:
             return out.astype(np.float32)
-        norm = self.k1 * ((1 - self.b) + self.b * self._length_array / self._length_array.mean())
+        if self._norm is None:
+            lengths = np.asarray(self._lengths, dtype=np.float64)
+            self._norm = self.k1 * ((1 - self.b) + self.b * lengths / lengths.mean())
+        norm = self._norm
         for token in tokens:
             texts, counts = self._posting(token)
             idf = np.log(1 + (n - len(texts) + 0.5) / (len(texts) + 0.5))
