@@ -1,9 +1,8 @@
 """What the memory benchmarks share on top of ``benchmarks.runner``: ``--name`` (an output stem beside
-``--out``), timing, random unit vectors, the ICEWS05-15 facts as strings, and evidence token counts."""
+``--out``), random unit vectors, percentiles, the ICEWS05-15 facts as strings, and evidence token counts."""
 
 import argparse
 import os
-import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -36,17 +35,6 @@ def add_name(parser: argparse.ArgumentParser) -> None:
 def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     vectors = rng.standard_normal((n, dim)).astype(np.float32)
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-
-
-def timed_ms(run: Callable[[], object], repeats: int, per: int = 1) -> list[float]:
-    """Wall milliseconds of ``repeats`` calls of ``run`` (after one warm-up call), each divided by ``per``."""
-    run()
-    out = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        out.append((time.perf_counter() - start) * 1000 / per)
-    return out
 
 
 def p(samples: Sequence[float], q: float) -> float:

@@ -1,8 +1,10 @@
 """Temporal question answering over ICEWS05-15 as an agent memory sees it (MultiTQ-style questions).
 
 ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa            # test set, 2012
-python -m benchmarks.temporal_qa --split dev                                   # tune here
+python -m benchmarks.temporal_qa --split dev --alpha-g 0.3 1 3 --beta 0.5 1 2 4   # tune here: a grid
 python -m benchmarks.temporal_qa --quick                                       # smoke, seconds
+python -m benchmarks.temporal_qa ingest     # facts/s, day by day, embedding included: ingest_speed.csv
+python -m benchmarks.temporal_qa int8       # int8 MiniLM against float32, speed and drift: encoder_int8.csv
 """
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
@@ -22,10 +24,18 @@ import numpy as np
 from benchmarks.datasets.temporal_qa import SPLITS, Question, generate
 from benchmarks.memory_common import add_name, encoder_of, icews_facts, p, parse
 from benchmarks.runner import Benchmark, Row, command_line, save, subplots
-from benchmarks.temporal_qa import memories
 from rotmem import configs
 from rotmem.data import date_of, day_of
-from rotmem.memory import CachedEncoder, FitConfig, TemporalMemory
+from rotmem.memory import (
+    BestMemory,
+    CachedEncoder,
+    FitConfig,
+    HashingEncoder,
+    SentenceEncoder,
+    TemporalMemory,
+)
+from rotmem.memory.retrieval.baselines import DEPTH, POOL, Ranker, bm25, dense, symbolic, tem
+from rotmem.memory.retrieval.hybrid import HybridRetriever
 from rotmem.memory.tem.store import fact_text
 
 SEEDS = {name: seed for name, (seed, _) in SPLITS.items()}
@@ -37,6 +47,8 @@ MEMORIES = (
 RERANKS = {"romem-gate": "romem-hybrid", "romem-no-gate": "romem-hybrid-no-gate", "history": "history-hybrid"}
 TIMED_RERANKS = {"romem-gate": "romem-hybrid-time", "history": "history-hybrid-time"}  # fit -> re-rank + time
 HISTORY_CONFIG = "icews05-15-tntcomplex-history"  # the accuracy work's best model on validation
+TIME_POOL = 100  # hybrid candidates the time constraint sees (BestMemory's default)
+MODES = {"questions": None, "ingest": "ingest_speed", "int8": "encoder_int8"}  # mode: its CSV's stem
 PUBLISHED = (
     "Published MultiTQ retrieval MRR (RoMem paper): RoMem 0.337, without RoMem 0.203, no gate 0.104, "
     "discrete time 0.045. Those use MultiTQ's own questions, an LLM and another embedder: they are "
@@ -94,6 +106,39 @@ def change_rate_speeds(facts) -> dict[str, float]:
             pairs[relation] += 1
             changed[relation] += a != b
     return {r: changed[r] / pairs[r] for r in pairs}
+
+
+# --- the memories compared (the library's baselines besides): each ranks stored facts (record ids) ------
+def hybrid(memory: TemporalMemory) -> Ranker:
+    retriever = HybridRetriever(memory)
+
+    def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
+        units = retriever.ranked(question, DEPTH, vector=vector, now=now)
+        return [r.id for unit in units for r in unit.records][:DEPTH]
+
+    return rank
+
+
+def temporal(memory: TemporalMemory) -> Ranker:
+    """``TemporalMemory.retrieve``'s top ``DEPTH``, best ``S_final`` first."""
+
+    def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
+        found = memory.retrieve(question, k=DEPTH, now=now)
+        return [t.record.id for t in sorted(found, key=lambda t: -t.score)]
+
+    return rank
+
+
+def best(memory: TemporalMemory, beta: float, constrain: bool, pool: int = POOL) -> Ranker:
+    """``rotmem.memory.BestMemory`` over ``memory``: the hybrid top ``pool`` re-ranked by ``score +
+    beta * S_kge`` (``beta`` 0 or no fitted model: the hybrid order), then, with ``constrain``, the
+    question's time constraint applied; best first."""
+    found = BestMemory(memory, beta=beta, pool=pool, constrain=constrain, rerank=beta > 0)
+
+    def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
+        return [t.record.id for t in found.retrieve(question, DEPTH, now, vector=vector)]
+
+    return rank
 
 
 def relevant(fact, q: Question) -> bool:
@@ -158,7 +203,9 @@ def summarise(rows: Sequence[dict]) -> list[dict]:
 
 
 def plot(rows: list[Row], path: Path) -> None:
-    """Retrieval MRR@10 per memory, overall and per question type."""
+    """Retrieval MRR@10 per memory, overall and per question type (mode ``questions``)."""
+    if "mrr" not in rows[0]:
+        return
     names = list(dict.fromkeys(r["memory"] for r in rows))
     kept = [r for r in rows if r["slice"] in ("all", "qtype")]
     types = list(dict.fromkeys(r["value"] for r in kept))
@@ -184,8 +231,8 @@ def load_setup(args: argparse.Namespace) -> Setup:
     return Setup(facts, window, questions)
 
 
-def measure(args: argparse.Namespace) -> Iterator[Row]:
-    setup = getattr(args, "setup", None) or load_setup(args)
+def measure_questions(args: argparse.Namespace) -> Iterator[Row]:
+    setup = args.setup or load_setup(args)
     encoder = CachedEncoder(encoder_of(args.encoder))
     if args.encoder_cache:
         print(f"{load_vectors(encoder, args.encoder_cache)} vectors from {args.encoder_cache}", flush=True)
@@ -215,7 +262,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     ):  # fmt: skip
         if not {name, RERANKS.get(name), TIMED_RERANKS.get(name)} & set(args.memories):
             continue
-        variant = TemporalMemory(store=memory.store, speeds=speeds, alpha_g=args.alpha_g)
+        variant = TemporalMemory(store=memory.store, speeds=speeds)
         t0 = time.perf_counter()
         epochs = args.fit_epochs if name == "romem-gate" else (args.ablation_epochs or args.fit_epochs)
         result = variant.fit(FitConfig(family, epochs=epochs, **fit, **extra))
@@ -223,22 +270,30 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         print(f"fitted {name}: {result}, {stats[f'fit_s_{name}']:.1f} s", flush=True)
         variants[name] = variant
     builders = {
-        "dense": memories.dense, "bm25": memories.bm25, "hybrid": memories.hybrid,
-        "symbolic": memories.symbolic, "tem": memories.tem,
-        "symbolic-named": lambda memory: memories.symbolic(memory, named_first=True),
-        "hybrid-time": lambda memory: memories.best(memory, 0.0, constrain=True, pool=args.time_pool),
+        "dense": dense, "bm25": bm25, "hybrid": hybrid, "symbolic": symbolic, "tem": tem,
+        "symbolic-named": lambda memory: symbolic(memory, named_first=True),
+        "hybrid-time": lambda memory: best(memory, 0.0, constrain=True, pool=args.time_pool),
     }  # fmt: skip
     fitted = {v: k for k, v in RERANKS.items()} | {v: k for k, v in TIMED_RERANKS.items()}
     rows = []
     for name in args.memories:
-        if name in RERANKS.values():
-            rank = memories.best(variants[fitted[name]], args.beta, constrain=False, pool=memories.POOL)
-        elif name in TIMED_RERANKS.values():
-            rank = memories.best(variants[fitted[name]], args.beta, constrain=True, pool=args.time_pool)
+        rankers = {}  # setting -> ranker: one per --alpha-g (a fitted memory) or --beta (its re-rank)
+        if name in variants:
+            for alpha_g in args.alpha_g:
+                tuned = TemporalMemory(store=memory.store, alpha_g=alpha_g)
+                tuned.use_model(variants[name].model)
+                rankers[f"alpha_g={alpha_g:g}"] = temporal(tuned)
+        elif name in fitted:
+            constrain = name in TIMED_RERANKS.values()
+            pool = args.time_pool if constrain else POOL
+            for beta in args.beta:
+                rankers[f"beta={beta:g}"] = best(variants[fitted[name]], beta, constrain, pool)
         else:
-            rank = memories.temporal(variants[name]) if name in variants else builders[name](memory)
-        rows += evaluate(name, rank, setup.questions, by_id, encoder)
-        print(f"evaluated {name}", flush=True)
+            rankers[""] = builders[name](memory)
+        for setting, rank in rankers.items():  # a grid's rows name their setting
+            label = f"{name} {setting}" if len(rankers) > 1 else name
+            rows += evaluate(label, rank, setup.questions, by_id, encoder)
+            print(f"evaluated {label}", flush=True)
     counts = ", ".join(f"{t} {sum(q.qtype == t for q in setup.questions)}"
                        for t in dict.fromkeys(q.qtype for q in setup.questions))  # fmt: skip
     fits = ", ".join(f"{k[6:]} {v:.0f} s" for k, v in stats.items() if k.startswith("fit_s_"))
@@ -257,17 +312,103 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         f"RoMem: fitted online on the memory's facts (TemporalMemory.fit, no Lightning): {args.fit_epochs} "
         f"epochs (no-gate, discrete and history: {args.ablation_epochs or args.fit_epochs}), batch "
         f"{args.batch_size}, dim {args.dim}; fit time {fits}; {gate_note}; TemporalMemory alpha_g "
-        f"{args.alpha_g:g}, romem-hybrid: hybrid top 50 + {args.beta:g} x S_kge",
+        f"{' / '.join(f'{a:g}' for a in args.alpha_g)}, romem-hybrid: hybrid top 50 + "
+        f"{' / '.join(f'{b:g}' for b in args.beta)} x S_kge",
         PUBLISHED,
     ]
     args.notes += [f"- {note}" for note in notes]
     yield from summarise(rows)
 
 
+class TimedEncoder:
+    """An encoder that adds up the seconds and texts of its ``encode`` calls."""
+
+    def __init__(self, encoder):
+        self.encoder, self.name = encoder, encoder.name
+        self.seconds, self.texts = 0.0, 0
+
+    def encode(self, texts: list[str]):
+        t0 = time.perf_counter()
+        out = self.encoder.encode(texts)
+        self.seconds += time.perf_counter() - t0
+        self.texts += len(texts)
+        return out
+
+
+def measure_ingest(args: argparse.Namespace) -> Iterator[Row]:
+    """Mode ``ingest``: the window's facts, one ``add_sessions`` call per day, into a fresh memory per
+    variant; timings in seconds."""
+    facts = icews_facts(args.data_dir, day_of(args.start), day_of(args.end))
+    distinct = len({fact_text(*f[:3]) for f in facts})
+    minilm = SentenceEncoder()
+    minilm.encode(["load the model before the clock starts"])
+    for name, encoder, cache in (("minilm, no cache", minilm, 0), ("minilm, cache", minilm, 50_000),
+                                 ("hashing, no cache", HashingEncoder(384), 0)):  # fmt: skip
+        timed = TimedEncoder(encoder)
+        memory = TemporalMemory(encoder=timed, verify=False, synchronous="OFF", embedding_cache=cache)
+        stats = ingest(memory, facts, days_per_batch=1)
+        assert len(memory.store) == stats["facts"], "every fact must be stored"
+        memory.close()
+        seconds = stats["ingest_s"]
+        yield dict(
+            variant=name, window=f"{args.start}..{args.end}", distinct_sentences=distinct,
+            facts=stats["facts"], sessions=stats["sessions"], seconds=round(seconds, 2),
+            facts_per_s=round(stats["facts_per_s"], 1), texts_embedded=timed.texts,
+            encoder_s=round(timed.seconds, 2), store_s=round(seconds - timed.seconds, 2),
+            encoder_sentences_per_s=round(timed.texts / timed.seconds, 1) if timed.seconds else None,
+        )  # fmt: skip
+
+
+def measure_int8(args: argparse.Namespace) -> Iterator[Row]:
+    """Mode ``int8``: the offline MiniLM in float32 against the same model with its linear layers
+    quantized to int8 (``torch.ao.quantization.quantize_dynamic``), on the first ``--sentences``
+    distinct fact sentences of 2012's training facts, interleaved round by round."""
+    import torch
+
+    from rotmem.data import load_dataset
+    from rotmem.gate.encoder import RelationEncoder
+    from rotmem.memory.encoder import normalise_rows
+
+    kg, texts = load_dataset("icews05-15", args.data_dir), {}
+    for h, r, t, day in kg.train.tolist():
+        if kg.date_of(day).startswith("2012-") and len(texts) < args.sentences:
+            texts.setdefault(fact_text(kg.entities[h], kg.relations[r], kg.entities[t]), None)
+    texts = list(texts)
+    model = RelationEncoder(cache_dir=False)._load()
+    models = {"float32": model, "int8": torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear})}
+    rates: dict[str, list[float]] = {name: [] for name in models}
+    embeddings = {}
+    for round_ in range(args.rounds + 1):  # round 0 warms up
+        for name, m in models.items():
+            start = time.perf_counter()
+            out = m.encode(texts, batch_size=256, convert_to_numpy=True)
+            if round_:
+                rates[name].append(len(texts) / (time.perf_counter() - start))
+            embeddings[name] = normalise_rows(np.asarray(out, dtype=np.float32))
+    a, b = embeddings["float32"], embeddings["int8"]
+    cos = (a * b).sum(axis=1)
+    near_a, near_b = (np.argsort(-(x[:300] @ x.T), axis=1)[:, :10] for x in (a, b))
+    overlap = float(np.mean([len(set(x) & set(y)) / 10 for x, y in zip(near_a, near_b, strict=True)]))
+    for name in models:
+        same = name == "float32"
+        yield dict(encoder=name, sentences=len(texts), threads=args.threads,
+                   sentences_per_s=round(statistics.median(rates[name]), 1),
+                   rounds=" ".join(f"{r:.0f}" for r in rates[name]),
+                   cos_min=1.0 if same else round(float(cos.min()), 4),
+                   cos_median=1.0 if same else round(float(np.median(cos)), 4),
+                   top10_overlap=1.0 if same else round(overlap, 3))  # fmt: skip
+
+
+def measure(args: argparse.Namespace) -> Iterator[Row]:
+    modes = {"questions": measure_questions, "ingest": measure_ingest, "int8": measure_int8}
+    return modes[args.mode](args)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("mode", nargs="?", choices=tuple(MODES), default="questions")
     parser.add_argument("--split", choices=tuple(SEEDS), default="test")
     parser.add_argument("--start", default="2012-01-01", help="first day of the question window")
-    parser.add_argument("--end", default="2012-12-31", help="last day of the question window")
+    parser.add_argument("--end", help="last day of the window (default 2012-12-31; ingest: 2012-03-31)")
     parser.add_argument("--scale", type=float, help="questions per type x scale (test 1, dev 0.5)")
     parser.add_argument("--data-dir")
     parser.add_argument("--encoder", choices=("minilm", "hashing"), default="minilm")
@@ -276,17 +417,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fit-epochs", type=int, default=20)
     parser.add_argument("--ablation-epochs", type=int, help="no-gate, discrete, history fits")
     parser.add_argument("--questions", type=int, help="every n-th question, this many")
-    parser.add_argument("--alpha-g", type=float, default=0.3, help="S_sem * (1 + alpha_g * S_kge)")
-    parser.add_argument("--beta", type=float, default=1.0, help="romem-hybrid: hybrid score + beta * S_kge")
     parser.add_argument(
-        "--time-pool", type=int, default=memories.TIME_POOL, help="time-constraint candidates"
+        "--alpha-g", type=float, nargs="+", default=[0.3], help="S_sem * (1 + alpha_g * S_kge)"
     )
+    parser.add_argument("--beta", type=float, nargs="+", default=[1.0], help="re-rank: hybrid + beta * S_kge")
+    parser.add_argument("--time-pool", type=int, default=TIME_POOL, help="time-constraint candidates")
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--encoder-cache", type=Path, help="an earlier run's memory file (same encoder)")
     parser.add_argument("--days-per-batch", type=int, default=1, help="daily sessions per add_sessions call")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--quick", action="store_true", help="two weeks, hashing encoder, 1 epoch: smoke")
+    parser.add_argument("--sentences", type=int, default=3000, help="int8: distinct sentences embedded")
+    parser.add_argument("--rounds", type=int, default=3, help="int8: timed rounds")
     add_name(parser)
 
 
@@ -295,20 +438,20 @@ SPEC = Benchmark(
 )
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    args = parse(SPEC, argv, lambda args: None if args.split == "test" else f"temporal_qa_{args.split}")
+def parse_args(argv: list[str] | None = None, setup: Setup | None = None) -> argparse.Namespace:
+    """The options (``setup``: the graph and questions, made from them when None)."""
+    args = parse(
+        SPEC, argv, lambda a: MODES[a.mode] or (None if a.split == "test" else f"temporal_qa_{a.split}")
+    )
+    args.end = args.end or ("2012-03-31" if args.mode == "ingest" else "2012-12-31")
     if args.quick:
         args.start, args.end, args.encoder, args.fit_epochs = "2012-01-01", "2012-01-14", "hashing", 1
         args.scale = 0.02 if args.scale is None else args.scale
     args.scale = SPLITS[args.split][1] if args.scale is None else args.scale
+    args.setup = setup
     return args
 
 
-def run(setup: Setup | None, args: argparse.Namespace, command: str) -> list[Row]:
-    args.setup = setup
-    return SPEC.run(args, command)
-
-
 def main(argv: list[str] | None = None) -> int:
-    run(None, parse_args(argv), command_line(SPEC.name, argv))
+    SPEC.run(parse_args(argv), command_line(SPEC.name, argv))
     return 0
