@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.locomo.adapters import observation_fact
+from benchmarks.locomo import observation_fact
 from rotmem.data import day_of
 from rotmem.data.locomo import (
     LocomoFormatError,
@@ -144,7 +144,7 @@ def _rows(path: Path) -> dict:
 
 
 def test_benchmark_smoke_on_the_small_file(mini_file, tmp_path):
-    from benchmarks.locomo.run import CONFIGS, main
+    from benchmarks.locomo import CONFIGS, main
 
     out = tmp_path / "results"
     args = [
@@ -179,7 +179,7 @@ def test_benchmark_smoke_on_the_small_file(mini_file, tmp_path):
     reason="LoCoMo not in $ROTMEM_DATA_DIR/locomo",
 )
 def test_the_real_file_and_a_smoke_run_on_one_conversation(tmp_path):
-    from benchmarks.locomo.run import main
+    from benchmarks.locomo import main
 
     conversations = load_locomo()
     assert len(conversations) == 10 and sum(len(c.questions) for c in conversations) == 1986

@@ -8,9 +8,8 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.datasets.state_update import OCCUPATION, RESIDENCE, generate
-from benchmarks.state_update import CONFIGS, Item, gold_labelled, gold_present, main
-from benchmarks.state_update.reader import LabelAwareReader
+from benchmarks.datasets.state_update import CITIES, DRINKS, OCCUPATION, OCCUPATIONS, RESIDENCE, generate
+from benchmarks.state_update import CONFIGS, Item, LabelAwareReader, gold_labelled, gold_present, main
 from rotmem.data import day_of
 from rotmem.memory.tem.verification import object_span
 
@@ -27,6 +26,13 @@ def test_generator_has_the_published_shape(bench) -> None:
     assert [s.index for s in bench.sessions] == list(range(600))
     assert [s.date for s in bench.sessions] == sorted(s.date for s in bench.sessions)
     assert bench.now > bench.sessions[-1].date
+
+
+def test_no_slot_value_contains_another_of_its_kind() -> None:
+    """Substring scoring (gold present, reader hit) would be ambiguous if one value held another."""
+    for values in (CITIES, OCCUPATIONS, DRINKS):
+        lowered = [v.lower() for v in values]
+        assert not [(a, b) for a in lowered for b in lowered if a != b and a in b]
 
 
 def test_generator_is_seeded(bench) -> None:

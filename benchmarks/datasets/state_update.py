@@ -169,16 +169,6 @@ def _article(noun: str) -> str:
     return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
 
 
-def _check_vocabulary() -> None:
-    """No value may contain another of its kind, or substring scoring would be ambiguous."""
-    for values in (CITIES, OCCUPATIONS, DRINKS):
-        lowered = [v.lower() for v in values]
-        for a in lowered:
-            clashes = [b for b in lowered if a != b and a in b]
-            if clashes:
-                raise AssertionError(f"value {a!r} occurs inside {clashes}")
-
-
 @dataclass
 class _Timeline:
     """The changing values of one slot: ``values[i]`` holds from ``starts[i]`` (a day)."""
@@ -377,7 +367,6 @@ def generate(num_personas: int = 60, sessions_per_persona: int = 10, seed: int =
         raise ValueError(
             f"sessions_per_persona must be >= 4 (3 moves need 4 sessions), got {sessions_per_persona}"
         )
-    _check_vocabulary()
     rng = np.random.default_rng(seed)
     firsts = rng.permutation(FIRST_NAMES)[:num_personas]
     personas = [f"{first} {rng.choice(LAST_NAMES)}" for first in firsts]

@@ -162,42 +162,6 @@ def first_days(pairs: Sequence[tuple[int, str]]) -> dict[str, int]:
     return first
 
 
-def support_equal(index: FactIndex, side: str, relation: str, entity: str, span: tuple[int, int]):
-    return within(index.answers(side, relation, entity), *span)
-
-
-def support_before_after(index: FactIndex, side: str, relation: str, entity: str, span, after: bool):
-    pairs = index.answers(side, relation, entity)
-    return [p for p in pairs if (p[0] > span[1] if after else p[0] < span[0])]
-
-
-def support_first_last(index: FactIndex, side: str, relation: str, entity: str, span, last: bool):
-    return extreme(within(index.answers(side, relation, entity), *span), last)
-
-
-def support_after_first(index: FactIndex, relation: str, entity: str, anchor: str, after: bool):
-    """Side ``head``: the others' facts on the first day after (or last before) the anchor's first."""
-    pairs = index.answers("head", relation, entity)
-    start = first_days(pairs)[anchor]
-    if after:
-        return extreme([p for p in pairs if p[0] > start and p[1] != anchor], last=False)
-    return extreme([p for p in pairs if p[0] < start and p[1] != anchor], last=True)
-
-
-def support_current(index: FactIndex, relation: str, entity: str, asked: int):
-    return extreme([p for p in index.answers("tail", relation, entity) if p[0] < asked], last=True)
-
-
-def support_time(index: FactIndex, head: str, relation: str, tail: str, which: str):
-    """``(day, day)`` pairs of the triple: all days (``equal``), the first or the last."""
-    days = index.days(head, relation, tail)
-    if which == "first":
-        days = days[:1]
-    elif which == "last":
-        days = days[-1:]
-    return [(d, "") for d in days]
-
-
 # --- the generator ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Draft:
@@ -269,9 +233,8 @@ class Generator:
                     else f"{_capital(when)}, who did {entity} {p.base}?")  # fmt: skip
         else:
             text = self._ask(side, r, entity, f" {when}")
-        return self._entity_draft(
-            "equal", g, text, r, side, entity, support_equal(self.index, side, r, entity, span), span
-        )
+        support = within(self.index.answers(side, r, entity), *span)
+        return self._entity_draft("equal", g, text, r, side, entity, support, span)
 
     def before_after(self, fact: Fact) -> Draft | None:
         h, r, t, d = fact
@@ -282,7 +245,8 @@ class Generator:
         span = period_span(d, g)
         when = time_phrase(d, g, "after" if after else "before", self.rng)
         text = self._ask(side, r, entity, f" {when}")
-        support = support_before_after(self.index, side, r, entity, span, after)
+        pairs = self.index.answers(side, r, entity)
+        support = [p for p in pairs if (p[0] > span[1] if after else p[0] < span[0])]
         return self._entity_draft("before_after", g, text, r, side, entity, support, span)
 
     def first_last_entity(self, fact: Fact) -> Draft | None:
@@ -296,7 +260,7 @@ class Generator:
         p, which = PHRASINGS[r], "last" if last else "first"
         text = (f"Who was the {which} to {p.base} {entity} {when}?" if side == "head"
                 else f"Who did {entity} {p.base} {which} {when}?")  # fmt: skip
-        support = support_first_last(self.index, side, r, entity, span, last)
+        support = extreme(within(self.index.answers(side, r, entity), *span), last)
         return self._entity_draft("first_last", g, text, r, side, entity, support, span)
 
     def _time_draft(self, qtype: str, fact: Fact, which: str) -> Draft | None:
@@ -305,9 +269,10 @@ class Generator:
         lead = {"day": "When", "month": "In which month", "year": "In what year"}[g]
         adverb = "" if which == "equal" else f" {which}"
         text = f"{lead} did {h}{adverb} {PHRASINGS[r].base} {t}?"
-        support = support_time(self.index, h, r, t, which)
-        gold = tuple(sorted({period(day, g) for day, _ in support}))
-        return Draft(qtype, "time", g, text, r, h, t, "time", gold, tuple(d for d, _ in support), None)
+        days = self.index.days(h, r, t)  # all days (``equal``), the first or the last
+        days = days[:1] if which == "first" else days[-1:] if which == "last" else days
+        gold = tuple(sorted({period(day, g) for day in days}))
+        return Draft(qtype, "time", g, text, r, h, t, "time", gold, tuple(days), None)
 
     def equal_time(self, fact: Fact) -> Draft | None:
         return self._time_draft("equal", fact, "equal")
@@ -330,7 +295,7 @@ class Generator:
         a_head, a_rel, a_tail = anchor
         link = f"{'on' if g == 'day' else 'in'} the same {g} as"
         text = f"Who {PHRASINGS[r].past} {t} {link} {a_head} {PHRASINGS[a_rel].past} {a_tail}?"
-        support = support_equal(self.index, "head", r, t, span)
+        support = within(self.index.answers("head", r, t), *span)
         return self._entity_draft("equal_multi", g, text, r, "head", t, support, None)
 
     def after_first(self, fact: Fact, after: bool) -> Draft | None:
@@ -343,13 +308,18 @@ class Generator:
         p = PHRASINGS[r]
         text = (f"After {anchor}, who was the first to {p.base} {t}?" if after
                 else f"Before {anchor}, who was the last to {p.base} {t}?")  # fmt: skip
-        support = support_after_first(self.index, r, t, anchor, after)
+        # the others' facts on the first day after (or the last before) the anchor's first
+        pairs, start = self.index.answers("head", r, t), firsts[anchor]
+        if after:
+            support = extreme([p for p in pairs if p[0] > start and p[1] != anchor], last=False)
+        else:
+            support = extreme([p for p in pairs if p[0] < start and p[1] != anchor], last=True)
         qtype = "after_first" if after else "before_last"
         return self._entity_draft(qtype, "none", text, r, "head", t, support, None)
 
     def current(self, fact: Fact) -> Draft | None:
         h, r, _, _ = fact
-        support = support_current(self.index, r, h, self.asked)
+        support = extreme([p for p in self.index.answers("tail", r, h) if p[0] < self.asked], last=True)
         seen = {a for day, a in self.index.answers("tail", r, h) if self.window[0] <= day < self.asked}
         if not support or not seen - {a for _, a in support}:
             return None  # no older, different value in the window: recency would not matter

@@ -1,1 +1,0 @@
-"""LoCoMo evidence retrieval (no LLM): ``python -m benchmarks.locomo``; see ``run`` for what it measures."""

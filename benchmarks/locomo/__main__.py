@@ -1,5 +1,0 @@
-import sys
-
-from benchmarks.locomo.run import main
-
-sys.exit(main())
