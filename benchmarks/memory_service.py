@@ -1,6 +1,6 @@
 """``rotmem serve`` under load: throughput and latency with N concurrent clients, then crash safety.
 
-python -m benchmarks.memory_service prepare          # embeds once (--vectors minilm), preloads
+python -m benchmarks.memory_service prepare          # preloads --records facts (random vectors)
 python -m benchmarks.memory_service load crash       # the timed part (~7 minutes)
 python -m benchmarks.memory_service encoder --device cuda   # the encoder's curve alone
 python -m benchmarks.memory_service causes           # where a search's time goes, on the prepared file
@@ -13,7 +13,6 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 import argparse
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import random
@@ -57,24 +56,6 @@ def new_fact(rng: random.Random, sid: str) -> dict:
     """A new fact, as the clients add them (one per session)."""
     subject, relation = f"persona{rng.randrange(PERSONAS)}", rng.choice(RELATIONS)
     return {"subject": subject, "relation": relation, "object": f"new{sid}"}
-
-
-def preload_vectors(args, texts: list[str]) -> np.ndarray:
-    """Random unit vectors of MiniLM's width (``--vectors random``, README), or MiniLM's own,
-    computed once and kept in ``--cache``."""
-    if args.vectors == "random":
-        return unit_vectors(np.random.default_rng(0), len(texts), 384)
-    from rotmem.memory import SentenceEncoder
-
-    key = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
-    file = Path(args.cache) / f"minilm-{len(texts)}-{key}.npy"
-    if not file.exists():
-        start = time.perf_counter()
-        vectors = SentenceEncoder().encode(texts)
-        print(f"embedded {len(texts)} facts with MiniLM in {time.perf_counter() - start:.1f} s", flush=True)
-        file.parent.mkdir(parents=True, exist_ok=True)
-        np.save(file, vectors)
-    return np.load(file)
 
 
 def encoder_curve(args) -> Iterator[Row]:
@@ -198,16 +179,12 @@ def stores(args) -> Iterator[tuple[str, str]]:
 
 
 def run_prepare(args) -> None:
-    from rotmem.memory.tem.store import fact_text
-
-    work = Path(args.work)
     rows = fact_rows(args.records)
-    vectors = preload_vectors(args, [fact_text(*row) for row in rows])
+    vectors = unit_vectors(np.random.default_rng(0), len(rows), 384)  # MiniLM's width (README)
     for backend, store in stores(args):
         location = fresh(store, backend, NAMESPACE)
         seconds = preload(location, NAMESPACE if backend == "postgres" else None, rows, vectors)
         print(f"{backend} preload: {seconds:.1f} s", flush=True)
-    (work / "prepared.json").write_text(json.dumps({"records": args.records, "vectors": args.vectors}))
 
 
 # --- the server and its clients ------------------------------------------------------------------
@@ -317,11 +294,6 @@ async def run_clients(
     return out
 
 
-def texts_of(adds: float) -> str:
-    """The texts a level's encoder calls mostly hold: questions, or facts at an add-only level."""
-    return "fact" if adds >= 1 else "question"
-
-
 def run_load(
     args, store: str, backend: str, keys: Path, tokens: dict, curve: list[Row], placement: str, retriever: str
 ) -> list[Row]:
@@ -337,6 +309,7 @@ def run_load(
             prefix = f"{backend}-{run}-n{clients}-{adds}-"
             out = asyncio.run(run_clients(server.url, tokens[NAMESPACE], clients, args.seconds, prefix, adds))
             calls_after, texts_after = server.batches()
+            asked = "fact" if adds >= 1 else "question"  # what the level's encoder calls mostly hold
             mean_batch = (texts_after - texts) / max(calls_after - calls, 1)
             ms = {kind: np.asarray(out[kind]) * 1000 for kind in ("search", "add")}
             rows.append({
@@ -348,7 +321,7 @@ def run_load(
                 "adds_per_s": round(len(out["add"]) / args.seconds, 1),
                 **{f"{k}_p{q}_ms": round(p(ms[k], q), 1) for k in ("search", "add") for q in (50, 95, 99)},
                 "encoder_calls": int(calls_after - calls), "mean_batch": round(mean_batch, 2),
-                "encoder_bound_per_s": round(encoder_bound(curve, texts_of(adds), mean_batch), 1),
+                "encoder_bound_per_s": round(encoder_bound(curve, asked, mean_batch), 1),
             })  # fmt: skip
             print(rows[-1], flush=True)
     finally:
@@ -383,10 +356,16 @@ async def load_then_kill(server: Server, token: str, kill_after: float, prefix: 
     return await task
 
 
-def run_crash(args, store: str, backend: str, keys: Path, tokens: dict) -> list[Row]:
+def crash(args) -> Iterator[Row]:
+    """Phase ``crash`` on each backend (README)."""
+    keys, tokens = make_keys(Path(args.work))
+    for backend, store in stores(args):
+        yield from run_crash(args, store, backend, keys, tokens)
+
+
+def run_crash(args, store: str, backend: str, keys: Path, tokens: dict) -> Iterator[Row]:
     location = fresh(store, backend, CRASH_NAMESPACE)
     acknowledged: list[tuple[str, str]] = []
-    rows = []
     for cycle in range(1, args.cycles + 1):
         server = Server(store, keys, keys.parent / f"serve-{backend}-crash.log")
         server.wait_ready()
@@ -400,11 +379,10 @@ def run_crash(args, store: str, backend: str, keys: Path, tokens: dict) -> list[
             raise SystemExit(f"the reader failed: {seen.stderr[-2000:]}")
         state = json.loads(seen.stdout)
         found = [sid for sid, obj in acknowledged if obj in state["objects"].get(sid, [])]
-        rows.append({"backend": backend, "cycle": cycle, "acknowledged": len(acknowledged),
-                     "found": len(found), "missing": len(acknowledged) - len(found),
-                     "half_written": len(state["sessions"]) - len(state["whole"]) + len(state["untimed"]),
-                     "sessions_on_disk": len(state["sessions"])})  # fmt: skip
-    return rows
+        yield {"backend": backend, "cycle": cycle, "acknowledged": len(acknowledged),
+               "found": len(found), "missing": len(acknowledged) - len(found),
+               "half_written": len(state["sessions"]) - len(state["whole"]) + len(state["untimed"]),
+               "sessions_on_disk": len(state["sessions"])}  # fmt: skip
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
@@ -417,12 +395,6 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
             for placement in args.encoder_placements:
                 for retriever in args.retrievers:
                     yield from run_load(args, store, backend, keys, tokens, curve, placement, retriever)
-
-
-def crash(args) -> Iterator[Row]:
-    keys, tokens = make_keys(Path(args.work))
-    for backend, store in stores(args):
-        yield from run_crash(args, store, backend, keys, tokens)
 
 
 # --- phase causes: each cause of a search's time before and after its fix, on the prepared file ------
@@ -572,7 +544,6 @@ def plot(rows: list[Row], path: Path) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("phases", nargs="+", choices=("prepare", "encoder", "load", "crash", *TABLES))
     parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--vectors", default="random", choices=("random", "minilm"), help="preloaded vectors")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--seconds", type=float, default=15.0, help="load time per client count")
     parser.add_argument("--cycles", type=int, default=5, help="kill-and-restart cycles")
@@ -581,7 +552,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--backends", nargs="+", default=["sqlite", "postgres"], choices=("sqlite", "postgres")
     )
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "rotmem-memory-service"))
-    parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "rotmem-memory-service-cache"))
     parser.add_argument("--device", default="auto", help="the encoder's device: auto, cpu, cuda")
     parser.add_argument(
         "--encoder-placements", nargs="+", default=["process", "in-process"], choices=PLACEMENTS,
