@@ -4,6 +4,8 @@ python -m benchmarks.kernels --device cuda --dtype float32,tf32,bfloat16 --budge
 python -m benchmarks.kernels --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
 python -m benchmarks.kernels --device cpu --shapes icews --ops step --modes forward+backward --reps 9 \
     --providers eager,compile,native,native+compile,native-recompute,native-dense,matmul-floor --threads 2
+python -m benchmarks.kernels --device cpu --shapes icews --ops cross_entropy_all,rotate --threads 1 \
+    --providers eager,native-avx512,native-avx2,native-baseline   # the native ops per instruction set
 """
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
@@ -42,6 +44,7 @@ OPS = ("rotate", "unrotated_query_indexed", "cross_entropy_all", "n3", "score_al
 MODES = ("forward", "backward", "forward+backward")
 PROVIDERS = ("eager", "compile", "native", "triton", "linear", "liger", "cce", "native+compile")
 STEP_PROVIDERS = ("native-recompute", "native-dense", "matmul-floor")  # variants of the native step
+CPU_ISAS = ("avx512", "avx2", "baseline")  # native-<isa>: the native ops under that instruction set
 CE_OPS = ("cross_entropy_all", "step")  # the ops the cross-entropy providers time
 PRECISIONS = {"float32": (torch.float32, False), "tf32": (torch.float32, True)}
 PRECISIONS["bfloat16"] = (torch.bfloat16, False)
@@ -134,6 +137,19 @@ def recomputed(fn: Callable) -> Callable:
     return run
 
 
+def in_isa(provider: str, fn: Callable) -> Callable:
+    """``fn`` under the CPU instruction set ``provider`` forces (``native-avx2``: AVX2), else ``fn``."""
+    isa = provider.removeprefix("native-")
+    if isa not in CPU_ISAS:
+        return fn
+
+    def run(*args):
+        with native.forced_cpu_isa(isa):
+            return fn(*args)
+
+    return run
+
+
 _FLOOR: dict[tuple, tuple] = {}
 
 
@@ -194,6 +210,11 @@ def providers_for(device: str, wanted: list[str]) -> dict[str, object]:
     for name in wanted:
         if name in ("eager", "compile"):
             found[name] = reference
+        elif name.removeprefix("native-") in CPU_ISAS:
+            if device == "cpu" and name[7:] in native.supported_cpu_isas():
+                found[name] = native
+            else:
+                print(f"provider {name} skipped: this CPU runs {native.supported_cpu_isas()}", flush=True)
         elif name == "native+compile" or name in STEP_PROVIDERS:
             if available("native", device):
                 found[name] = native
@@ -280,10 +301,12 @@ def measure_op(op, shape, dtype, device, providers, modes, reps, warmup) -> tupl
             failures.append(failure_line(cases[name][0], mode, name, shape, dtype, error))
             del cases[name]
 
-        timers = {n: partial(run_once, fn, a, grad_idx, mode, device) for n, (_, fn, a) in cases.items()
-                  if n != "matmul-floor" or mode == "forward+backward"}  # fmt: skip
+        timed = {n: c for n, c in cases.items() if n != "matmul-floor" or mode == "forward+backward"}
+        timers = {
+            n: in_isa(n, partial(run_once, fn, a, grad_idx, mode, device)) for n, (_, fn, a) in timed.items()
+        }
         times = interleaved(timers, reps, warmup, drop)
-        peak = {n: partial(peak_memory_mb, *cases[n][1:], grad_idx, mode, device) for n in times}
+        peak = {n: in_isa(n, partial(peak_memory_mb, *cases[n][1:], grad_idx, mode, device)) for n in times}
         peaks = interleaved(peak, 1, 0, drop)
         for name in peaks:
             label, _, (x, *rest) = cases[name]
@@ -349,7 +372,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shapes", type=comma_list(("icews", "large")), default="icews,large")
     parser.add_argument("--ops", type=comma_list(OPS), default=",".join(OPS))
     parser.add_argument(
-        "--providers", type=comma_list(PROVIDERS + STEP_PROVIDERS), default=",".join(PROVIDERS[:-1])
+        "--providers",
+        type=comma_list(PROVIDERS + STEP_PROVIDERS + tuple(f"native-{isa}" for isa in CPU_ISAS)),
+        default=",".join(PROVIDERS[:-1]),
     )
     parser.add_argument("--modes", type=comma_list(MODES), default=",".join(MODES))
     parser.add_argument("--reps", type=int, default=None, help="timed reps (default 10 on CPU, 50 on GPU)")
@@ -415,7 +440,7 @@ def plot(rows: list[Row], png: Path) -> None:
     from benchmarks.runner import save, subplots
 
     rows = [r for r in rows if r["op"] != "copy"]
-    providers = [p for p in PROVIDERS[1:] + STEP_PROVIDERS if any(r["provider"] == p for r in rows)]
+    providers = list(dict.fromkeys(r["provider"] for r in rows if r["provider"] != "eager"))
     if not providers:
         return  # nothing to compare with eager
     groups = sorted({(r["shape"], r["dtype"]) for r in rows})

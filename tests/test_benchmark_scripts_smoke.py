@@ -84,12 +84,13 @@ def test_kernels_step_variants_tiny(tmp_path):
     from benchmarks import kernels
 
     variants = ["eager", "native", "native+compile", "native-recompute", "native-dense", "matmul-floor"]
+    variants += ["native-baseline"]  # the native ops under the SIMD-free instruction set (any CPU runs it)
     args, _ = kernels.make_inputs("step", kernels.QUICK, "float32", "cpu")
     providers = kernels.providers_for("cpu", variants)
     wrap = {"native-recompute": kernels.recomputed, "native+compile": torch.compile}
     losses = {n: float(wrap.get(n, lambda f: f)(kernels.op_function("step", m, n))(*args))
               for n, m in providers.items() if n != "matmul-floor"}  # fmt: skip
-    assert len(losses) == 5  # float32, 7 complex dims, 50 entities: a few ulps of the loss
+    assert len(losses) == 6  # float32, 7 complex dims, 50 entities: a few ulps of the loss
     assert all(abs(loss - losses["eager"]) <= 1e-5 * abs(losses["eager"]) for loss in losses.values()), losses
     run_script(
         "-m", "benchmarks.kernels", "--quick", "--device", "cpu", "--ops", "step",
