@@ -5,9 +5,10 @@ not stop the others. The exit code is 1 when a step failed or timed out.
 
   step      limit  what
   (wheels)      8  install the carried wheels (Lightning's CLI parser, ninja, Liger-Kernel, Cut
-                   Cross-Entropy); then 3 s to ask nvidia-smi whether a GPU is there
+                   Cross-Entropy); then 3 s to ask nvidia-smi which GPU is there
   build        90  the native extension with its CUDA kernels (for the visible GPU; ninja, all cores)
-  env           7  python, torch, triton, nvcc, CUDA_HOME, the GPU; rotmem._C and WITH_CUDA
+  env           7  rotmem env: python, torch, CUDA, triton, the GPU; rotmem._C and its CUDA kernels
+                   (nvidia-smi's GPU, nvcc, ninja and CUDA_HOME head the summary)
   tests        45  the GPU subset of the op tests (pytest --gpu-subset: every CUDA case of each op
                    at its first 3 parametrizations, every error test)
   eval         15  a full ICEWS05-15 test evaluation per GPU backend, cold and warm, then the CPU;
@@ -91,7 +92,7 @@ def plan(python: str, out: Path, dry: bool, device: str) -> list[Step]:
     commands = {  # name: (limit in s, python's arguments, the dry run's flag)
         "build": (90, "-m pip install --no-index --disable-pip-version-check --no-deps --no-build-isolation "
                       "-e .", "--dry-run"),
-        "env": (7, "-m benchmarks.gpu_check --env", ""),
+        "env": (7, "-m rotmem.env", ""),
         "tests": (45, f"-m pytest tests/ops tests/test_sparse_grad.py -q -p no:cacheprovider -m 'not slow' "
                       f"-rfE --gpu-subset --ignore tests/ops/test_triton_aot.py {xdist}", "--collect-only"),
         "eval": (15, f"-m benchmarks.eval_speed --device cuda --out {o}/eval.csv", "--dry-run"),
@@ -236,34 +237,6 @@ def report(step: Step, out: Path) -> list[str]:
     return [f"tests: {line}" for line in lines] if step.name == "tests" else lines
 
 
-def environment() -> int:
-    """The env step: the machine as the build and the tests will see it."""
-    print(datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    smi = shutil.which("nvidia-smi")
-    query = ["--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"]
-    if smi is None or subprocess.run([smi, *query], timeout=5).returncode != 0:
-        print("no nvidia-smi")
-    print("which nvcc ninja:", shutil.which("nvcc"), shutil.which("ninja"))
-    print(f"CUDA_HOME={os.environ.get('CUDA_HOME', 'unset')}", flush=True)
-    import setuptools
-    import torch
-    import triton
-    from torch.utils.cpp_extension import CUDA_HOME
-
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
-    print(sys.executable, sys.version.split()[0], "setuptools", setuptools.__version__,
-          "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__,
-          "torch CUDA_HOME", CUDA_HOME, "gpu", gpu)  # fmt: skip
-    try:
-        import rotmem._C as extension
-
-        print("rotmem._C WITH_CUDA =", extension.WITH_CUDA)
-    except ImportError as error:
-        print(f"rotmem._C does not load: {error}")
-        return 1
-    return 0
-
-
 def prepare(python: str) -> int:
     """Put in the checkout, in folders git ignores, what the GPU machine lacks and cannot fetch (about
     32 MB of the 64 MiB a device call carries): ``.whl/`` (the wheels above) and ``.gpu_data/`` (a copy
@@ -309,11 +282,10 @@ def main(argv: list[str] | None = None) -> int:
         "--python", default=os.environ.get("PYTHON", "python3"), help="the steps' interpreter"
     )
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="dry-run steps at once")
-    parser.add_argument("--env", action="store_true", help="only the env step's report")
     parser.add_argument("--prepare", action="store_true", help="only write .whl/ and .gpu_data/ to carry")
     args = parser.parse_args(argv)
-    if args.env or args.prepare:
-        return environment() if args.env else prepare(args.python)
+    if args.prepare:
+        return prepare(args.python)
     os.chdir(ROOT)
     out, started = args.out.resolve(), time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
@@ -335,11 +307,13 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["PATH"] = f"/tmp/site/bin{os.pathsep}{os.environ['PATH']}"
             site.addsitedir("/tmp/site")  # for the dry run's children, which this process starts
         note(f"installed to /tmp/site: {' '.join(Path(w).name for w in wheels)}")
-    smi = shutil.which("nvidia-smi")
-    gpu = (
-        not args.dry_run
-        and smi
-        and subprocess.run([smi, "-L"], capture_output=True, timeout=3).returncode == 0
+    # the machine as the build will see it (the env step: as rotmem sees it)
+    query = ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"]
+    smi = subprocess.run(query, capture_output=True, text=True, timeout=3) if shutil.which(query[0]) else None
+    gpu = not args.dry_run and smi is not None and smi.returncode == 0
+    note(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {smi.stdout.strip() if smi else 'no nvidia-smi'}")
+    note(
+        f"nvcc {shutil.which('nvcc')}, ninja {shutil.which('ninja')}, CUDA_HOME={os.environ.get('CUDA_HOME')}"
     )
     data = os.environ.get("ROTMEM_DATA_DIR") or (
         ".gpu_data" if Path(".gpu_data").is_dir() else "../shared/data"

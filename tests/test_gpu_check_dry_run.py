@@ -81,7 +81,7 @@ def test_each_kind_of_broken_command_fails_its_step(tmp_path):
     steps = [
         ("fit-ok", 60, fit + ["--trainer.max_epochs", "1"]),
         ("fit-typo", 60, fit + ["--trainer.max_epochz", "1"]),
-        ("script-ok", 60, [py, "-m", "benchmarks.gpu_check", "--env"]),
+        ("script-ok", 60, [py, "-m", "rotmem.env"]),
         ("script-flag", 60, [py, "-m", "benchmarks.kernels", "--quick", "--budgett-s", "0"]),
         ("no-module", 60, [py, "-m", "rotmem.no_such_module"]),
         ("raises", 60, [py, "-c", "import sys; assert sys.argv == ['-c', 'x'], sys.argv; 1 / 0", "x"]),
