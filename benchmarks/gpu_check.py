@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             note(line)
 
     for step in steps:
-        note(f"== {step.name} (limit {step.limit_s:g}s): {' '.join(step.argv)}")
+        note(f"== {step.name} (limit {step.limit_s:g}s): {shlex.join(step.argv)}")
     if args.dry_run:
         for name in SHARED:
             with contextlib.suppress(ImportError):
