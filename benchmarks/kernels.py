@@ -2,6 +2,10 @@
 
 python -m benchmarks.kernels --device cuda --dtype float32,tf32,bfloat16 --budget-s 130
 python -m benchmarks.kernels --quick --out-dir /tmp/k   # tiny shapes, seconds (smoke test)
+python -m benchmarks.kernels --device cpu --shapes icews --ops step --modes forward+backward --reps 9 \
+    --providers eager,compile,native,native+compile,native-recompute,native-dense,matmul-floor --threads 2
+python -m benchmarks.kernels --device cpu --shapes icews --ops cross_entropy_all,rotate --threads 1 \
+    --providers eager,native-avx512,native-avx2,native-baseline   # the native ops per instruction set
 """
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
@@ -32,13 +36,15 @@ from benchmarks.runner import (
     spread,
     synchronize,
 )
-from rotmem.ops import reference
+from rotmem.ops import ce_tiles, native, reference
 from rotmem.ops.backend import _load, available
 from rotmem.ops.linear_cross_entropy import linear_cross_entropy
 
 OPS = ("rotate", "unrotated_query_indexed", "cross_entropy_all", "n3", "score_all", "step")
 MODES = ("forward", "backward", "forward+backward")
-PROVIDERS = ("eager", "compile", "native", "triton", "linear", "liger", "cce")
+PROVIDERS = ("eager", "compile", "native", "triton", "linear", "liger", "cce", "native+compile")
+STEP_PROVIDERS = ("native-recompute", "native-dense", "matmul-floor")  # variants of the native step
+CPU_ISAS = ("avx512", "avx2", "baseline")  # native-<isa>: the native ops under that instruction set
 CE_OPS = ("cross_entropy_all", "step")  # the ops the cross-entropy providers time
 PRECISIONS = {"float32": (torch.float32, False), "tf32": (torch.float32, True)}
 PRECISIONS["bfloat16"] = (torch.bfloat16, False)
@@ -107,12 +113,60 @@ def make_inputs(op: str, shape: Shape, precision: str, device: str) -> tuple[lis
     raise ValueError(f"unknown op {op!r}; expected one of {OPS}")
 
 
-def op_function(op: str, ops_module) -> Callable:
-    if op == "step":  # harness.step: the training objective native_step.py times too
-        return lambda *args: step(ops_module, *args)
+def op_function(op: str, ops_module, provider: str = "") -> Callable:
+    if provider == "matmul-floor":
+        return matmul_floor
+    if op == "step":  # harness.step: the training objective
+        sparse = False if provider == "native-dense" else None  # native-dense: dense entity-row gradients
+        return lambda *args: step(ops_module, *args, sparse=sparse)
     if op == "n3":
         return lambda *rows: ops_module.n3(list(rows))
     return getattr(ops_module, op)
+
+
+def recomputed(fn: Callable) -> Callable:
+    """``fn`` with the cross-entropy's gradients recomputed in backward, not made in the forward sweep."""
+
+    def run(*args):
+        chosen, ce_tiles.CE_GRAD_IN_FORWARD = ce_tiles.CE_GRAD_IN_FORWARD, False
+        try:
+            return fn(*args)
+        finally:
+            ce_tiles.CE_GRAD_IN_FORWARD = chosen
+
+    return run
+
+
+def in_isa(provider: str, fn: Callable) -> Callable:
+    """``fn`` under the CPU instruction set ``provider`` forces (``native-avx2``: AVX2), else ``fn``."""
+    isa = provider.removeprefix("native-")
+    if isa not in CPU_ISAS:
+        return fn
+
+    def run(*args):
+        with native.forced_cpu_isa(isa):
+            return fn(*args)
+
+    return run
+
+
+_FLOOR: dict[tuple, tuple] = {}
+
+
+def matmul_floor(entity, w, w_hat, alpha_logit, log_s, log_base, h, r, t, tau) -> torch.Tensor:
+    """Only the three [2B, N, 2n] products any 1-vs-all CE step needs (logits, dq, dentity), into
+    buffers made once: a lower bound for every provider that computes in the tables' dtype with BLAS.
+    Not differentiable: timed as one forward + backward."""
+    e = entity.detach()
+    key = (e.data_ptr(), h.data_ptr())
+    if key not in _FLOOR:
+        q = e[torch.cat([h, t])]
+        _FLOOR[key] = (q, q.new_empty(q.shape[0], e.shape[0]), torch.empty_like(q), torch.empty_like(e))
+    q, logits, dq, de = _FLOOR[key]
+    torch.mm(q, e.t(), out=logits)
+    torch.mm(logits, e, out=dq)
+    torch.mm(logits.t(), q, out=de)
+    return dq[0, 0] + de[0, 0]
 
 
 # Other implementations of the 1-vs-all cross-entropy, as providers: the reference ops with their
@@ -156,6 +210,14 @@ def providers_for(device: str, wanted: list[str]) -> dict[str, object]:
     for name in wanted:
         if name in ("eager", "compile"):
             found[name] = reference
+        elif name.removeprefix("native-") in CPU_ISAS:
+            if device == "cpu" and name[7:] in native.supported_cpu_isas():
+                found[name] = native
+            else:
+                print(f"provider {name} skipped: this CPU runs {native.supported_cpu_isas()}", flush=True)
+        elif name == "native+compile" or name in STEP_PROVIDERS:
+            if available("native", device):
+                found[name] = native
         elif name in CE_PROVIDERS:
             if why := unavailable_reason(name, device):
                 print(f"provider {name} skipped: {why}", flush=True)
@@ -183,7 +245,7 @@ def run_once(fn: Callable, args: list, grad_idx: list[int], mode: str, device: s
             out = fn(*args)
     elif mode == "forward+backward":
         out = fn(*args)
-    if mode != "forward":
+    if mode != "forward" and out.requires_grad:  # (the matmul floor has no graph)
         key = (tuple(out.shape), out.dtype, out.device)
         if key not in _GRADS:
             _GRADS[key] = torch.ones_like(out) if out.dim() == 0 else torch.randn_like(out)
@@ -227,10 +289,11 @@ def measure_op(op, shape, dtype, device, providers, modes, reps, warmup) -> tupl
     args, grad_idx = make_inputs(op, shape, dtype, device)
     for i in grad_idx:
         args[i].requires_grad_(True)
-    cases = {name: (op, op_function(op, module), args) for name, module in providers.items()}
+    cases = {name: (op, op_function(op, module, name), args) for name, module in providers.items()}
     if shape.name == "bandwidth":  # rotate's GB/s beside a plain copy of its input
         cases = {"torch": ("copy", torch.clone, args[:1])} | cases
-    cases = {n: (o, torch.compile(fn) if n == "compile" else fn, a) for n, (o, fn, a) in cases.items()}
+    wrap = {"compile": torch.compile, "native+compile": torch.compile, "native-recompute": recomputed}
+    cases = {n: (o, wrap.get(n, lambda f: f)(fn), a) for n, (o, fn, a) in cases.items()}
     rows, failures = [], []
     for mode in modes:
 
@@ -238,9 +301,12 @@ def measure_op(op, shape, dtype, device, providers, modes, reps, warmup) -> tupl
             failures.append(failure_line(cases[name][0], mode, name, shape, dtype, error))
             del cases[name]
 
-        timers = {n: partial(run_once, fn, a, grad_idx, mode, device) for n, (_, fn, a) in cases.items()}
+        timed = {n: c for n, c in cases.items() if n != "matmul-floor" or mode == "forward+backward"}
+        timers = {
+            n: in_isa(n, partial(run_once, fn, a, grad_idx, mode, device)) for n, (_, fn, a) in timed.items()
+        }
         times = interleaved(timers, reps, warmup, drop)
-        peak = {n: partial(peak_memory_mb, *cases[n][1:], grad_idx, mode, device) for n in times}
+        peak = {n: in_isa(n, partial(peak_memory_mb, *cases[n][1:], grad_idx, mode, device)) for n in times}
         peaks = interleaved(peak, 1, 0, drop)
         for name in peaks:
             label, _, (x, *rest) = cases[name]
@@ -283,13 +349,14 @@ def tf32_products(enabled: bool):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
-def run_job(job: Job, device: str, providers, reps: int, warmup: int):
+def run_job(job: Job, device: str, providers, reps: int, warmup: int, modes=MODES):
     """Rows and failure lines of one job, in every mode it is timed in."""
     keep = job.op in CE_OPS and job.shape.name != "bandwidth"
-    providers = {k: v for k, v in providers.items() if k not in CE_PROVIDERS or keep}
+    providers = {k: v for k, v in providers.items() if (k not in CE_PROVIDERS or keep)
+                 and (k not in STEP_PROVIDERS or job.op == "step")}  # fmt: skip
     if job.shape.name not in COMPILE_SHAPES:
-        providers.pop("compile", None)
-    modes = ("forward",) if job.op == "score_all" else MODES
+        providers = {k: v for k, v in providers.items() if not k.endswith("compile")}
+    modes = ("forward",) if job.op == "score_all" else [m for m in MODES if m in modes]
     if job.shape.name == "large":  # each run takes tens of seconds on a CPU, tenths on a GPU
         on_gpu = (modes, max(3, reps // 10), warmup)
         modes, reps, warmup = on_gpu if device == "cuda" else (("forward+backward",), 1, 0)
@@ -304,7 +371,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", type=comma_list(PRECISIONS), default="float32", help="tf32: on cuda")
     parser.add_argument("--shapes", type=comma_list(("icews", "large")), default="icews,large")
     parser.add_argument("--ops", type=comma_list(OPS), default=",".join(OPS))
-    parser.add_argument("--providers", type=comma_list(PROVIDERS), default=",".join(PROVIDERS))
+    parser.add_argument(
+        "--providers",
+        type=comma_list(PROVIDERS + STEP_PROVIDERS + tuple(f"native-{isa}" for isa in CPU_ISAS)),
+        default=",".join(PROVIDERS[:-1]),
+    )
+    parser.add_argument("--modes", type=comma_list(MODES), default=",".join(MODES))
     parser.add_argument("--reps", type=int, default=None, help="timed reps (default 10 on CPU, 50 on GPU)")
     add_threads(parser)
     parser.add_argument("--large-batch", type=int, default=None, help="the large graph's B (CPU 1024)")
@@ -342,7 +414,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         if args.budget_s is not None and time.perf_counter() - started >= args.budget_s:
             args.notes.append(f"skipped (the {args.budget_s:g} s budget was spent): {job.label()}")
             continue
-        rows, failures = run_job(job, device, providers, reps, 2)
+        rows, failures = run_job(job, device, providers, reps, 2, args.modes)
         args.notes += failures
         yield from rows
 
@@ -368,7 +440,7 @@ def plot(rows: list[Row], png: Path) -> None:
     from benchmarks.runner import save, subplots
 
     rows = [r for r in rows if r["op"] != "copy"]
-    providers = [p for p in PROVIDERS[1:] if any(r["provider"] == p for r in rows)]
+    providers = list(dict.fromkeys(r["provider"] for r in rows if r["provider"] != "eager"))
     if not providers:
         return  # nothing to compare with eager
     groups = sorted({(r["shape"], r["dtype"]) for r in rows})

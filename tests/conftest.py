@@ -46,7 +46,7 @@ def synthetic():
     return synthetic_kg()
 
 
-# --- the GPU check's subset (benchmarks/gpu_check.sh: 45 s on one GPU) -------------------------
+# --- the GPU check's subset (benchmarks/gpu_check.py: 45 s on one GPU) -------------------------
 GPU_SUBSET_PER_CASE = 3  # parametrizations kept per test function and CUDA backend: 2-3 shapes
 ERROR_TEST_WORDS = ("error", "refuse", "reject", "bad", "names", "range")
 

@@ -75,21 +75,31 @@ def test_eval_speed_tiny(tmp_path):
 
 
 @pytest.mark.slow
-def test_native_step_tiny(tmp_path):
-    """``native_step.py``: every provider computes the same training loss as eager (``matmul-floor`` is
-    the bound, not a loss) and has a time and a speed-up."""
-    out = tmp_path / "native_step.csv"
+def test_kernels_step_variants_tiny(tmp_path):
+    """``kernels --ops step`` with the native step's variants (what ``native_step.py`` timed): every
+    provider computes the same training loss as eager (``matmul-floor`` is the bound, not a loss) and
+    has a time and a peak memory."""
+    import torch
+
+    from benchmarks import kernels
+
+    variants = ["eager", "native", "native+compile", "native-recompute", "native-dense", "matmul-floor"]
+    variants += ["native-baseline"]  # the native ops under the SIMD-free instruction set (any CPU runs it)
+    args, _ = kernels.make_inputs("step", kernels.QUICK, "float32", "cpu")
+    providers = kernels.providers_for("cpu", variants)
+    wrap = {"native-recompute": kernels.recomputed, "native+compile": torch.compile}
+    losses = {n: float(wrap.get(n, lambda f: f)(kernels.op_function("step", m, n))(*args))
+              for n, m in providers.items() if n != "matmul-floor"}  # fmt: skip
+    assert len(losses) == 6  # float32, 7 complex dims, 50 entities: a few ulps of the loss
+    assert all(abs(loss - losses["eager"]) <= 1e-5 * abs(losses["eager"]) for loss in losses.values()), losses
     run_script(
-        "-m", "benchmarks.native_step", "--batch", "16", "--n", "8", "--entities", "40", "--relations", "4",
-        "--rounds", "1", "--threads", "1", "--out", str(out),
+        "-m", "benchmarks.kernels", "--quick", "--device", "cpu", "--ops", "step",
+        "--modes", "forward+backward",
+        "--reps", "1", "--providers", ",".join(variants), "--no-plot", "--out-dir", str(tmp_path),
     )  # fmt: skip
-    rows = {r["provider"]: r for r in read_rows(out)}
-    assert {"eager", "native", "native-recompute", "native-dense", "matmul-floor"} <= set(rows)
-    eager = float(rows["eager"]["loss"])
-    for name, row in rows.items():
-        assert float(row["ms_median"]) > 0 and float(row["speedup_vs_eager"]) > 0, name
-        if name != "matmul-floor":  # float32, 8 complex dims, 40 entities: a few ulps of a loss near 3.7
-            assert abs(float(row["loss"]) - eager) <= 1e-5 * abs(eager), (name, row["loss"], eager)
+    rows = {r["provider"]: r for r in read_rows(tmp_path / "kernels_cpu.csv") if r["op"] == "step"}
+    assert set(rows) == set(variants) and all(float(r["ms_median"]) > 0 for r in rows.values())
+    assert all(r["mode"] == "forward+backward" for r in rows.values())
 
 
 @pytest.mark.slow

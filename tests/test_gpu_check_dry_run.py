@@ -1,8 +1,10 @@
-"""``benchmarks/gpu_check.sh --dry-run`` on the CPU: every step's command line parses and starts,
+"""``python -m benchmarks.gpu_check --dry-run`` on the CPU: every step's command line parses and starts,
 so a GPU lease is never spent finding a typo, and a broken step fails the dry run."""
 
 from __future__ import annotations
 
+import inspect
+import json
 import os
 import re
 import subprocess
@@ -22,25 +24,25 @@ STEPS = ("build", "env", "tests", "eval", "epoch", "kernels")
 DRY_RUN_CPU_S = 60
 
 
-def test_worst_case_fits_four_minutes_by_construction():
-    """Every command the script runs has a time limit, and the limits plus each step's kill grace
-    add up to at most 240 s (issue 33: gpu_check v2 in at most 4 minutes, build included)."""
-    text = (ROOT / "benchmarks/gpu_check.sh").read_text()
-    steps = [int(s) for s in re.findall(r"\bstep \S+ (\d+) ", text)]
-    others = [int(s) for s in re.findall(r"\btimeout (\d+) ", text)]
-    grace = int(re.search(r"KILL_AFTER=(\d+)", text).group(1))
-    assert len(steps) == len(STEPS)
-    worst = sum(steps) + sum(others) + len(STEPS) * grace
-    assert worst <= 240, f"worst case {worst} s"
-    assert f"total       {worst - len(STEPS) * grace}" in text  # the header says what the code does
+def test_worst_case_fits_four_minutes_by_construction(tmp_path):
+    """Every command the check runs has a time limit, and the limits add up to at most 240 s (issue 33:
+    gpu_check v2 in at most 4 minutes, build included)."""
+    from benchmarks import gpu_check
+
+    steps = gpu_check.plan("python3", tmp_path, dry=False, device="cuda")
+    assert tuple(s.name for s in steps) == STEPS
+    others = [int(s) for s in re.findall(r"\btimeout=(\d+)", inspect.getsource(gpu_check.main))]
+    worst = sum(s.limit_s for s in steps) + sum(others)
+    assert len(others) == 2 and worst <= 240, f"worst case {worst} s"
+    assert f"total       {worst:g}" in gpu_check.__doc__  # the header says what the code does
 
 
-def run_dry(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, str]:
+def run_dry(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess, str]:
     env = dict(os.environ, OUT=str(tmp_path), PYTHON=sys.executable, **env)
-    env.pop("TRITON_INTERPRET", None)  # the script's own pytest sets it, as the suite does
+    env.pop("TRITON_INTERPRET", None)  # the check's own pytest sets it, as the suite does
     result = subprocess.run(
-        ["bash", str(ROOT / "benchmarks/gpu_check.sh"), "--dry-run"],
-        env=env, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "benchmarks.gpu_check", "--dry-run", *args],
+        env=env, capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     return result, (tmp_path / "summary.txt").read_text()
 
@@ -61,30 +63,25 @@ def test_dry_run_starts_every_step(tmp_path):
 @pytest.mark.slow
 def test_a_broken_step_fails_the_dry_run(tmp_path):
     """The eval step with no data: the script exits 1 and the summary names the step."""
-    result, summary = run_dry(tmp_path, ROTMEM_DATA_DIR=str(tmp_path), GPU_CHECK_STEPS="env eval")
+    result, summary = run_dry(tmp_path, "--steps", "env,eval", ROTMEM_DATA_DIR=str(tmp_path))
     assert result.returncode == 1, summary
     assert re.search(r"== env: rc=0 in", summary), summary
     assert re.search(r"== eval: rc=[1-9]\d* in", summary), summary
     assert "1 step(s) failed" in summary
 
 
-def write_queue(path: Path, steps: list[tuple[str, float, list[str]]]) -> Path:
-    path.write_bytes(b"".join(f"{n}\0{limit}\0{len(argv)}\0".encode() + b"".join(
-        a.encode() + b"\0" for a in argv) for n, limit, argv in steps))  # fmt: skip
-    return path
-
-
 @pytest.mark.slow
 def test_each_kind_of_broken_command_fails_its_step(tmp_path):
     """Run in the one process, a misspelt Lightning option, a script's unknown flag, a missing module,
     an exception, a step past its limit and a command that is not Python each fail their own step
-    only, with the exit code the interpreter (or ``timeout``) would give; the good commands pass."""
+    only (``gpu_check.run_all``, as the dry run calls it), with the exit code the interpreter (or
+    ``timeout``) would give; the good commands pass."""
     py = sys.executable
     fit = [py, "-m", "rotmem.cli", "fit", "--config", "synthetic", "--print_config"]
     steps = [
         ("fit-ok", 60, fit + ["--trainer.max_epochs", "1"]),
         ("fit-typo", 60, fit + ["--trainer.max_epochz", "1"]),
-        ("script-ok", 60, [py, "-m", "benchmarks.gpu_env"]),
+        ("script-ok", 60, [py, "-m", "rotmem.env"]),
         ("script-flag", 60, [py, "-m", "benchmarks.kernels", "--quick", "--budgett-s", "0"]),
         ("no-module", 60, [py, "-m", "rotmem.no_such_module"]),
         ("raises", 60, [py, "-c", "import sys; assert sys.argv == ['-c', 'x'], sys.argv; 1 / 0", "x"]),
@@ -92,10 +89,11 @@ def test_each_kind_of_broken_command_fails_its_step(tmp_path):
         ("too-long", 1, [py, "-c", "import time; time.sleep(30)"]),
         ("not-python", 60, ["false"]),
     ]
-    queue = write_queue(tmp_path / "queue", steps)
-    command = [py, "-m", "benchmarks.gpu_check_dry_run", "--python", py, "--out", str(tmp_path)]
-    result = subprocess.run([*command, str(queue)], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert result.returncode == 1, result.stdout + result.stderr
+    code = "import json, sys; from benchmarks.gpu_check import Step, run_all; from pathlib import Path; "
+    code += "run_all([Step(*s) for s in json.loads(sys.argv[1])], sys.executable, Path(sys.argv[2]), 2)"
+    command = [py, "-c", code, json.dumps(steps), str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
     rc = {name: (tmp_path / f"{name}.result").read_text().split(" in ")[0] for name, _, _ in steps}
     assert rc == {
         "fit-ok": "0", "fit-typo": "2", "script-ok": "0", "script-flag": "2", "no-module": "1",

@@ -9,7 +9,7 @@ What a figure measured matters: ``torch.compile`` of a whole training step is no
 so the step's compile figure (2.55 ms) is not credited to the ops inside it. The figures below were
 taken before the CUDA cross-entropy moved to cuBLAS products (``rotmem.ops.linear_cross_entropy``):
 ``native``'s step figure is the old hand-written kernel's, so its place is kept, and the next GPU
-lease re-measures it (``benchmarks/gpu_check.sh`` writes the rows this table is copied from).
+lease re-measures it (``python -m benchmarks.gpu_check`` writes the rows this table is copied from).
 """
 
 from __future__ import annotations
