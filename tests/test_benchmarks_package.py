@@ -58,6 +58,6 @@ def test_a_benchmark_run_as_a_file_says_how_to_run_it(script):
 
 
 def test_every_runnable_benchmark_has_the_guard():
-    assert len(SCRIPTS) >= 15
+    assert len(SCRIPTS) >= 10  # the glob finds them (13 top-level scripts after the folds)
     unguarded = [p.name for p in SCRIPTS if "if not __package__:" not in p.read_text()]
     assert unguarded == []
