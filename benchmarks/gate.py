@@ -179,7 +179,7 @@ def alpha_rows(kg, alpha: torch.Tensor, data: GateTransitionData) -> list[Row]:
 
 def report(args: argparse.Namespace) -> Iterator[Row]:
     def write(name: str, rows: list[Row]) -> None:
-        write_csv(args.out_dir / name, rows, command_line("gate report", env=DATA_DIR), commit_of())
+        write_csv(args.out_dir / name, rows, command_line("gate", env=DATA_DIR), commit_of())
 
     kg = load_dataset(args.data, args.data_dir)
     main_setting = setting_from_config(configs.resolve(args.config))
@@ -287,7 +287,7 @@ def paraphrases(args: argparse.Namespace) -> Iterator[Row]:
                 )
             )  # fmt: skip
     summary_csv = args.out.with_name("gate_paraphrase_summary.csv")
-    write_csv(summary_csv, summary, command_line("gate paraphrases"), commit_of())
+    write_csv(summary_csv, summary, command_line("gate"), commit_of())
     args.notes += [str(s) for s in summary]
     yield from rows
 

@@ -227,6 +227,28 @@ def test_memory_service_targets_interpolate_the_encoder_curve():
 
 
 @pytest.mark.slow
+def test_gate_report_quick(tmp_path, icews):
+    """``gate.py report --seeds 3 --skip-paper`` (~20 s): the config's gate on ICEWS05-15, its rank
+    correlation with the relations' change rates, three zero-shot splits, α per relation, the
+    paraphrase table and the synthetic graph's α, each CSV with the command that made it."""
+    run_script(
+        "-m", "benchmarks.gate", "report", "--seeds", "3", "--skip-paper", "--out-dir", str(tmp_path),
+        timeout=600,
+    )  # fmt: skip
+    (summary,) = read_rows(tmp_path / "gate_summary_icews05-15.csv")
+    assert summary["setting"] == "gate-icews05-15" and int(summary["zero_shot_seeds"]) == 3
+    assert 0 < float(summary["spearman"]) <= 1  # the gate orders relations by how fast they change
+    zero_shot = read_rows(tmp_path / "gate_zero_shot_icews05-15.csv")
+    assert [int(r["seed"]) for r in zero_shot] == [0, 1, 2]
+    assert len(read_rows(tmp_path / "gate_alpha_icews05-15.csv")) == len(icews.relations)
+    paraphrases = read_rows(tmp_path / "gate_paraphrases_icews05-15.csv")
+    assert paraphrases and all(float(r["alpha_paraphrase"]) >= 0 for r in paraphrases)
+    assert read_rows(tmp_path / "gate_alpha_synthetic.csv")
+    command = "python -m benchmarks.gate report --seeds 3 --skip-paper"
+    assert all(command in r["command"] for r in [summary, *zero_shot, *paraphrases])
+
+
+@pytest.mark.slow
 def test_gate_regularisation_small(tmp_path, icews):
     """``gate.py regularisation`` on ICEWS05-15 with three settings (packaged, augmentation, smoothing):
     the smoothing penalty, which targets the leave-one-out anchored gap, must shrink the held-out max
