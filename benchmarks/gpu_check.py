@@ -243,20 +243,10 @@ def prepare(python: str) -> int:
     of ICEWS05-15 from $ROTMEM_DATA_DIR, else ../shared/data)."""
     shutil.rmtree(ROOT / ".whl", ignore_errors=True)
     platforms = [f"--platform={p}" for p in ("manylinux_2_28_x86_64", "manylinux_2_12_x86_64", "any")]
-    download = [
-        python,
-        "-m",
-        "pip",
-        "download",
-        "-q",
-        "--no-deps",
-        "--only-binary=:all:",
-        "-d",
-        ROOT / ".whl",
-    ]
-    subprocess.run(
-        [*download, "--python-version", "3.12", "--implementation", "cp", *platforms, *WHEELS], check=True
-    )
+    download = [python, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                "-d", ROOT / ".whl", "--python-version", "3.12", "--implementation", "cp",
+                *platforms, *WHEELS]  # fmt: skip
+    subprocess.run(download, check=True)
     data = Path(os.environ.get("ROTMEM_DATA_DIR", ROOT.parent / "shared" / "data")) / "icews05-15"
     if not (data / "train.txt").is_file():
         print(f"no ICEWS05-15 under {data.parent}: set ROTMEM_DATA_DIR (the epoch step will fail)")

@@ -42,7 +42,8 @@ from rotmem.ops.linear_cross_entropy import linear_cross_entropy
 
 OPS = ("rotate", "unrotated_query_indexed", "cross_entropy_all", "n3", "score_all", "step")
 MODES = ("forward", "backward", "forward+backward")
-PROVIDERS = ("eager", "compile", "native", "triton", "linear", "liger", "cce", "native+compile")
+DEFAULT_PROVIDERS = ("eager", "compile", "native", "triton", "linear", "liger", "cce")
+PROVIDERS = (*DEFAULT_PROVIDERS, "native+compile")
 STEP_PROVIDERS = ("native-recompute", "native-dense", "matmul-floor")  # variants of the native step
 CPU_ISAS = ("avx512", "avx2", "baseline")  # native-<isa>: the native ops under that instruction set
 CE_OPS = ("cross_entropy_all", "step")  # the ops the cross-entropy providers time
@@ -374,7 +375,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--providers",
         type=comma_list(PROVIDERS + STEP_PROVIDERS + tuple(f"native-{isa}" for isa in CPU_ISAS)),
-        default=",".join(PROVIDERS[:-1]),
+        default=",".join(DEFAULT_PROVIDERS),
     )
     parser.add_argument("--modes", type=comma_list(MODES), default=",".join(MODES))
     parser.add_argument("--reps", type=int, default=None, help="timed reps (default 10 on CPU, 50 on GPU)")
