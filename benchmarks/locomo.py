@@ -7,6 +7,9 @@ A conversation (``rotmem.data.locomo``) is written into a memory one store sessi
 dated (``add_conversation``); then every configuration retrieves each question's evidence.
 """
 
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.locomo (from the checkout's root)")
+
 import argparse
 import math
 import os
@@ -314,3 +317,7 @@ SPEC = Benchmark("locomo", __doc__, measure, add_arguments, plot=plot)
 
 def main(argv: list[str] | None = None) -> int:
     return run_main(SPEC, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,6 +12,7 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 import argparse
 import dataclasses
 import re
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -307,3 +308,7 @@ SPEC = Benchmark("state_update", __doc__, measure, add_arguments)
 
 def main(argv: list[str] | None = None) -> int:
     return run_main(SPEC, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -57,6 +57,31 @@ def test_a_benchmark_run_as_a_file_says_how_to_run_it(script):
     assert done.stderr.strip() == f"run it as: python -m benchmarks.{script.stem} (from the checkout's root)"
 
 
+def test_every_module_with_a_main_runs_it_as_a_script():
+    """A module that defines ``main`` and is run with ``python -m`` must call it: a missing
+    ``if __name__ == "__main__"`` makes ``python -m benchmarks.<name>`` exit 0 having done nothing."""
+    silent = [
+        path.name
+        for path in BENCHMARKS.glob("*.py")
+        if f"python -m benchmarks.{path.stem}" in (text := path.read_text())
+        and "\ndef main(" in text
+        and '__name__ == "__main__"' not in text
+    ]
+    assert silent == []
+
+
+@pytest.mark.parametrize("name", ["locomo", "state_update"])
+def test_a_benchmark_module_prints_its_usage(name):
+    done = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{name}", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and f"python -m benchmarks.{name}" in done.stdout, done.stderr[-2000:]
+
+
 def test_every_runnable_benchmark_has_the_guard():
     assert len(SCRIPTS) >= 10  # the glob finds them (13 top-level scripts after the folds)
     unguarded = [p.name for p in SCRIPTS if "if not __package__:" not in p.read_text()]
