@@ -5,6 +5,7 @@ nor delete B's records) on SQLite files and on a real Postgres server."""
 from __future__ import annotations
 
 import http.client
+import importlib.util
 import json
 import os
 import shutil
@@ -44,10 +45,10 @@ class Service:
 
 
 def run_server(
-    pool: MemoryPool, keys: KeyRing, max_body: int
+    pool: MemoryPool, keys: KeyRing, max_body: int, http: str = "auto"
 ) -> tuple[uvicorn.Server, threading.Thread, str]:
     config = uvicorn.Config(
-        create_app(pool, keys, max_body=max_body), host="127.0.0.1", port=0, log_level="warning"
+        create_app(pool, keys, max_body=max_body), host="127.0.0.1", port=0, log_level="warning", http=http
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -67,10 +68,15 @@ def service(request, tmp_path) -> Iterator[Service]:
         yield running
 
 
-@pytest.fixture
-def sqlite_service(tmp_path) -> Iterator[Service]:
-    """The service on SQLite files only (for checks of the HTTP layer, which no backend touches)."""
-    with serving(str(tmp_path)) as running:
+# uvicorn's HTTP parsers: the pure-Python h11, and httptools (C), which it picks when installed
+HTTP_PARSERS = ["h11"] + (["httptools"] if importlib.util.find_spec("httptools") else [])
+
+
+@pytest.fixture(params=HTTP_PARSERS)
+def sqlite_service(request, tmp_path) -> Iterator[Service]:
+    """The service on SQLite files only (for checks of the HTTP layer, which no backend touches),
+    under each HTTP parser uvicorn can use here."""
+    with serving(str(tmp_path), http=request.param) as running:
         yield running
 
 
@@ -82,12 +88,12 @@ def best_service(tmp_path) -> Iterator[Service]:
 
 
 @contextmanager
-def serving(store: str, retriever: str = "best") -> Iterator[Service]:
+def serving(store: str, retriever: str = "best", http: str = "auto") -> Iterator[Service]:
     names = {"a": new_namespace(), "b": new_namespace()}
     ring = KeyRing()
     tokens = {names[who]: ring.add(names[who]) for who in ("a", "b")}
     pool = MemoryPool(store, HashingEncoder(64), retriever=retriever)
-    server, thread, url = run_server(pool, ring, max_body=64 * 1024)
+    server, thread, url = run_server(pool, ring, max_body=64 * 1024, http=http)
     try:
         yield Service(url, {who: tokens[names[who]] for who in ("a", "b")}, pool)
     finally:
