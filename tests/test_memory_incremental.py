@@ -106,10 +106,16 @@ def test_best_memory_grown_answers_as_a_fresh_one():
 scores = st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, -1.0, math.nan]), min_size=1, max_size=60)
 
 
-@settings(max_examples=200)
-@given(scores, st.integers(1, 70), st.integers(2, 70))
-def test_top_and_standardised_match_full_sorts(values, k, pool):
-    x = np.asarray(values, dtype=np.float32)
+@settings(max_examples=300)
+@given(scores, st.integers(1, 70), st.integers(2, 70), st.sampled_from([math.nan, 0.0]), st.data())
+def test_top_and_standardised_match_full_sorts(values, k, pool, rest, data):
+    """``_standardised`` of a stream given as its listed items and a fill (``rest``: NaN for the dense
+    pool, 0 for BM25) equals the z-scores of the whole stream, bit for bit."""
+    size = data.draw(st.integers(len(values), len(values) + 80))
+    positions = np.sort(np.asarray(data.draw(st.permutations(range(size)))[: len(values)], dtype=np.int64))
+    listed = np.asarray(values, dtype=np.float32)
+    x = np.full(size, rest, dtype=np.float32)
+    x[positions] = listed
     retriever = HybridRetriever(TemporalMemory(encoder=HashingEncoder(8)), pool=pool)
     known = np.where(np.isnan(x), -np.inf, x)
     top = np.sort(known)[::-1][:pool]
@@ -120,7 +126,8 @@ def test_top_and_standardised_match_full_sorts(values, k, pool):
         mean, std = float(top.mean()), float(top.std()) or 1.0
         floor = (float(top[-1]) - mean) / std
         expected = np.where(known >= top[-1], (known - mean) / std, floor).astype(np.float32)
-    assert np.array_equal(retriever._standardised(x), expected)
+    assert np.array_equal(retriever._standardised(positions, listed, size, rest), expected)
+    x = listed
     finite = np.nan_to_num(x, nan=-5.0)
     order = np.argsort(-finite, kind="stable")[:k]
     retriever._evidence = lambda u, score: u  # the positions only

@@ -276,32 +276,48 @@ class HybridRetriever:
         self._day_pairs = np.concatenate([self._day_pairs, np.asarray(new_days, np.float64).reshape(-1, 2)])
 
     # --- scores -----------------------------------------------------------------------------
-    def _dense(self, kind: str, queries: np.ndarray, positions: np.ndarray, size: int) -> np.ndarray:
-        """``[B, size]`` dense scores of the ``[B, D]`` questions (NaN: not in a question's top
-        ``pool``): one index search for the batch; ``positions``: id -> position (-1: none)."""
+    def _dense(
+        self, kind: str, queries: np.ndarray, positions: np.ndarray, size: int
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each of the ``[B, D]`` questions' dense pool as ``(positions, float32 scores)`` (its top
+        ``pool`` items by the index; an item outside it has no dense score): one index search for
+        the batch; ``positions``: id -> position (-1: none), ``size`` items in all."""
         index = self.store.index(kind)
-        out = np.full((len(queries), size), np.nan, dtype=np.float32)
         if index is None or size == 0:
-            return out
+            return [(np.zeros(0, np.int64), np.zeros(0, np.float32)) for _ in queries]
         scores, ids = index.search(queries, min(self.pool, len(index)))
-        ids = np.asarray(ids, dtype=np.int64)
+        ids, scores = np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32)
         at = np.where((ids >= 0) & (ids < len(positions)), positions[np.clip(ids, 0, len(positions) - 1)], -1)
-        rows, columns = np.nonzero(at >= 0)
-        out[rows, at[rows, columns]] = np.asarray(scores, dtype=np.float32)[rows, columns]
+        return [
+            (row_at[row_at >= 0], row_scores[row_at >= 0])
+            for row_at, row_scores in zip(at, scores, strict=True)
+        ]
+
+    def _standardised(self, positions: np.ndarray, values: np.ndarray, size: int, rest: float) -> np.ndarray:
+        """``[size]`` z-scores of a stream that is ``values`` at ``positions`` and ``rest`` elsewhere
+        (NaN: no score, 0: no BM25 term), over its top ``pool`` finite values; the items below the
+        pool get the pool's lowest z-score. Built from the listed items and one fill, with the float32
+        arithmetic of an elementwise pass over the whole stream (the same numbers)."""
+        finite = np.isfinite(values)
+        rests = 0 if math.isnan(rest) else min(size - len(positions), self.pool)  # enough for the top
+        pool = np.concatenate([values[finite], np.full(rests, rest, np.float32)])
+        top = np.sort(_largest(pool, self.pool))[::-1]  # as a full sort's top pool
+        if top.size == 0:
+            return np.zeros(size, dtype=np.float32)
+        mean, std = float(top.mean()), float(top.std()) or 1.0
+        lowest = (float(top[-1]) - mean) / std
+        fill = ((np.float32([rest]) - mean) / std)[0] if rests and rest >= top[-1] else lowest
+        out = np.full(size, fill, dtype=np.float32)
+        kept = finite & (values >= top[-1])
+        out[positions[kept]] = (values[kept] - mean) / std
+        out[positions[~kept]] = lowest
         return out
 
-    def _standardised(self, x: np.ndarray) -> np.ndarray:
-        """z-scores over the top ``pool`` values (NaN: not in the dense pool); the rest get the
-        pool's lowest z-score."""
-        finite = np.isfinite(x)
-        top = np.sort(_largest(x[finite], self.pool))[::-1]  # as a full sort's top pool
-        if top.size == 0:
-            return np.zeros_like(x)
-        mean, std = float(top.mean()), float(top.std()) or 1.0
-        out = np.full(x.shape, (float(top[-1]) - mean) / std, dtype=np.float32)
-        kept = finite & (x >= top[-1])
-        out[kept] = (x[kept] - mean) / std
-        return out
+    def _lexical(self, index: LexicalIndex, question: str) -> np.ndarray:
+        """``[len(index)]`` z-scores of BM25 for ``question`` (``_standardised``; 0 outside its terms)."""
+        scores = index.scores(question)
+        positions = np.flatnonzero(scores)
+        return self._standardised(positions, scores[positions], len(scores), 0.0)
 
     def scores(self, question: str, vector: np.ndarray | None = None, now: Day | None = None) -> np.ndarray:
         """``[units]`` scores of every evidence unit for ``question`` (module docs, steps 1-3)."""
@@ -321,16 +337,16 @@ class HybridRetriever:
         queries = np.asarray(vectors, dtype=np.float32).reshape(len(questions), -1)
         dense_turns = self._dense("turn", queries, self._turn_position, len(self._turns))
         dense_facts = self._dense(FACT_KIND, queries, self._fact_position, len(self._records))
-        w = self.lexical_weight
+        w, nan = self.lexical_weight, math.nan
         out = []
         for question, now, dense_turn, dense_fact in zip(
             questions, nows, dense_turns, dense_facts, strict=True
         ):
-            turn = self._standardised(dense_turn) + w * self._standardised(
-                self._turn_lexical.scores(question)
+            turn = self._standardised(*dense_turn, len(self._turns), nan) + w * self._lexical(
+                self._turn_lexical, question
             )
-            fact = self._standardised(dense_fact) + w * self._standardised(
-                self._fact_lexical.scores(question)
+            fact = self._standardised(*dense_fact, len(self._records), nan) + w * self._lexical(
+                self._fact_lexical, question
             )
             low_turn = float(turn.min()) if turn.size else 0.0
             unit_turn = (  # a memory without turns: every unit gets the stand-in
