@@ -187,15 +187,13 @@ def report(args: argparse.Namespace) -> Iterator[Row]:
         bare = {**main_setting["data"], "template": BARE_TEMPLATE}
         settings.append({**main_setting, "name": f"{main_setting['name']}, bare text", "data": bare})
         settings.append(setting_from_config(configs.resolve("gate-icews05-15-paper")))
-    zero_shot_rows = []
+    evaluated = []  # (summary, zero-shot rows, α, data, module) per setting, the config's first
     for setting in settings:
         print(f"setting {setting['name']}: lr {setting['lr']}, {setting['epochs']} epochs", flush=True)
-        summary, zero_shot, alpha, data, module = evaluate_setting(kg, setting, args.seeds)
-        zero_shot_rows += zero_shot
-        yield summary
-        if setting is main_setting:
-            main_alpha, main_data, main_summary, main_module = alpha, data, summary, module
-    write(f"gate_zero_shot_{kg.name}.csv", zero_shot_rows)
+        evaluated.append(evaluate_setting(kg, setting, args.seeds))
+        yield evaluated[-1][0]
+    write(f"gate_zero_shot_{kg.name}.csv", [row for _, zero_shot, *_ in evaluated for row in zero_shot])
+    main_summary, _, main_alpha, main_data, main_module = evaluated[0]
     write(f"gate_alpha_{kg.name}.csv", alpha_rows(kg, main_alpha, main_data))
     plot_alpha(main_alpha, main_data, main_summary["spearman"], args.out_dir / f"gate_alpha_{kg.name}.png")
 
