@@ -4,6 +4,7 @@ the end, for the last epoch and for the best-validation (monitored) epoch.
 
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.accuracy_race --budget-s 900 --seeds 0 1 2
     ROTMEM_DATA_DIR=../shared/data python -m benchmarks.accuracy_race --budget-epochs 1 --seeds 0 1 2
+    python -m benchmarks.accuracy_race --paper-curve   # the paper-size curve beside the race's best
 """
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
@@ -24,6 +25,11 @@ from benchmarks.runner import RESULTS, Benchmark, Row, command_line, commit_of, 
 DEFAULT_CONFIGS = ["icews05-15-cpu.yaml", "icews05-15-tntcomplex.yaml"]
 METRICS = ["mrr", "hits@1", "hits@3", "hits@10"]
 GROUP = ("model", "history", "protocol", "checkpoint", "filter", "tie", "subset")
+PAPER_STATIC_MRR = 0.726  # RoMem paper, ICEWS05-15, static filter
+PAPER_CURVES = [  # the paper's settings for 90 minutes (docs/accuracy.md), and the race's best config
+    f"{RESULTS}/paper_curve/accuracy_race.csv:icews05-15-chronor",
+    f"{RESULTS}/accuracy_race/accuracy_race.csv:icews05-15-romem-complex-day",
+]
 
 
 def build(config: Path, overrides: list[str]):
@@ -257,6 +263,44 @@ def write_outputs(rows: list[dict], out: Path) -> None:
     print(f"\n{table}\nwrote accuracy_race_summary.csv, .md and .png in {out}")
 
 
+def read_race(path: Path) -> list[dict[str, str]]:
+    """The rows of the race CSV ``path`` (a missing file ends the run with one line)."""
+    if not path.is_file():
+        raise SystemExit(f"accuracy_race: no such CSV {path}")
+    return read_csv(path)
+
+
+def plot_paper_curve(curves: list[str]) -> None:
+    """The test MRR (realistic ties) of each ``CSV:MODEL`` against its training minutes, under both
+    filters, beside the paper's 0.726 (static): ``paper_curve.png`` beside the first CSV. Prints each
+    curve's last row per filter."""
+    from benchmarks.runner import save, subplots
+
+    fig, ax = subplots(figsize=(8, 4.5))
+    for i, curve in enumerate(curves):
+        path, _, model = curve.rpartition(":")
+        points: dict[str, list[tuple[float, float]]] = {}  # filter -> [(training minutes, MRR)]
+        for row in read_race(Path(path)):
+            if row["model"] == model and row["tie"] == "realistic":
+                point = (float(row["train_seconds"]) / 60, float(row["mrr"]))
+                points.setdefault(row["filter"], []).append(point)
+        if not points:
+            raise SystemExit(f"{path}: no realistic-tie rows of model {model!r}")
+        for kind, style in (("static", "-"), ("time-aware", "--")):
+            minutes, mrr = [p[0] for p in points.get(kind, [])], [p[1] for p in points.get(kind, [])]
+            ax.plot(minutes, mrr, style, color=f"C{3 * i}", marker=".", label=f"{model}, {kind}")
+        for kind, kind_points in points.items():
+            minutes, mrr = kind_points[-1]
+            print(f"{model} {kind}: {mrr:.4f} after {minutes:.1f} min ({len(kind_points)} evaluations)")
+    ax.axhline(PAPER_STATIC_MRR, color="grey", linestyle=":", label=f"paper, static ({PAPER_STATIC_MRR})")
+    ax.set(xlabel="training minutes (2-core CPU, this machine)", ylabel="ICEWS05-15 test MRR, realistic ties")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="center right")
+    out = Path(curves[0].rpartition(":")[0]).with_name("paper_curve.png")
+    save(fig, out)
+    print(f"wrote {out}")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--budget-s", type=float, help="training seconds per run (default 900)")
@@ -274,6 +318,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-facts", type=int, metavar="N", help="rank a sample of N valid/test facts")
     parser.add_argument("--no-time-auc", action="store_true", help="skip time discrimination")
     parser.add_argument("--summarize", nargs="+", default=None, metavar="CSV", help="only remake the summary")
+    parser.add_argument("--paper-curve", nargs="*", metavar="CSV:MODEL", help="only draw the curves")
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
@@ -313,12 +358,11 @@ SPEC = Benchmark("accuracy_race", __doc__, measure, add_arguments, out_dir=RESUL
 
 def main(argv: list[str] | None = None) -> int:
     args = SPEC.parser().parse_args(argv)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
+    if args.paper_curve is not None:
+        plot_paper_curve(args.paper_curve or PAPER_CURVES)
+        return 0
     if args.summarize:
-        missing = [path for path in args.summarize if not Path(path).is_file()]
-        if missing:
-            raise SystemExit(f"accuracy_race: no such CSV {missing[0]}")
-        write_outputs([row for path in args.summarize for row in read_csv(Path(path))], args.out_dir)
+        write_outputs([row for path in args.summarize for row in read_race(Path(path))], args.out_dir)
         return 0
     SPEC.run(args, command_line("accuracy_race", argv, SPEC.env))
     write_outputs(read_csv(SPEC.out_path(args)), args.out_dir)

@@ -86,14 +86,21 @@ def fit(kg, setting: dict, train_relations: list[str] | None = None):
     return data, module, alpha
 
 
-def spearman(alpha: torch.Tensor, rate: torch.Tensor, ids: torch.Tensor) -> float:
-    """Spearman's rho of ``alpha [R]`` against the change ``rate [R]`` over the relations ``ids``."""
-    return float(spearmanr(alpha[ids].numpy(), rate[ids].numpy()).statistic) if len(ids) > 2 else float("nan")
+def spearman(alpha: torch.Tensor, rate: torch.Tensor, relations: torch.Tensor) -> float:
+    """Spearman's rho, to 3 decimals, of ``alpha [R]`` against the change ``rate [R]`` over
+    ``relations`` (ids, or a mask [R]); NaN for fewer than 3."""
+    x, y = alpha[relations].numpy(), rate[relations].numpy()
+    return round(float(spearmanr(x, y).statistic), 3) if len(x) > 2 else float("nan")
 
 
-def spearman_ge(alpha: torch.Tensor, pairs: torch.Tensor, rate: torch.Tensor, min_pairs: int) -> float:
-    """``spearman`` over the relations with at least ``min_pairs`` mined pairs, to 3 decimals."""
-    return round(spearman(alpha, rate, torch.nonzero(pairs >= min_pairs).squeeze(1)), 3)
+def correlations(
+    alpha: torch.Tensor, rate: torch.Tensor, pairs: torch.Tensor, ids: torch.Tensor, count: str
+) -> Row:
+    """``{count: len(ids), spearman, count_ge20, spearman_ge20}``: ``spearman`` over the relations
+    ``ids`` and over those of them with at least ``MIN_PAIRS`` mined pairs (``pairs [R]``)."""
+    many, ge = ids[pairs[ids] >= MIN_PAIRS], f"_ge{MIN_PAIRS}"
+    rho, rho_many = spearman(alpha, rate, ids), spearman(alpha, rate, many)
+    return {count: len(ids), "spearman": rho, count + ge: len(many), "spearman" + ge: rho_many}
 
 
 def evaluate_setting(kg, setting: dict, seeds: int):
@@ -101,29 +108,21 @@ def evaluate_setting(kg, setting: dict, seeds: int):
     data, module, alpha = fit(kg, setting)
     pairs, rate = data.all_transitions.per_relation()
     with_pairs = torch.nonzero(pairs > 0).squeeze(1)
-    many = torch.nonzero(pairs >= MIN_PAIRS).squeeze(1)
     summary = {
         "setting": setting["name"],
         "template": setting["data"].get("template", DEFAULT_TEMPLATE),
         "lr": setting["lr"],
         "epochs": setting["epochs"],
         "loss_final": round(module.losses[-1], 4),
-        "relations": len(with_pairs),
-        "spearman": round(spearman(alpha, rate, with_pairs), 3),
-        f"relations_ge{MIN_PAIRS}": len(many),
-        f"spearman_ge{MIN_PAIRS}": round(spearman(alpha, rate, many), 3),
+        **correlations(alpha, rate, pairs, with_pairs, "relations"),
     }
     zero_shot = []
     for seed in range(seeds):
         order = with_pairs[torch.randperm(len(with_pairs), generator=torch.Generator().manual_seed(seed))]
         held, seen = order[: round(0.2 * len(order))], order[round(0.2 * len(order)) :]
         _, _, zs_alpha = fit(kg, setting, [kg.relations[i] for i in seen.tolist()])
-        held_many = held[pairs[held] >= MIN_PAIRS]
-        rho, rho_many = (round(spearman(zs_alpha, rate, ids), 3) for ids in (held, held_many))
-        row = {"setting": setting["name"], "seed": seed, "held_out": len(held), "spearman": rho}
-        zero_shot.append(
-            row | {f"held_out_ge{MIN_PAIRS}": len(held_many), f"spearman_ge{MIN_PAIRS}": rho_many}
-        )
+        split = correlations(zs_alpha, rate, pairs, held, "held_out")
+        zero_shot.append({"setting": setting["name"], "seed": seed, **split})
         print(f"  zero-shot seed {seed}: {zero_shot[-1]}", flush=True)
     for key in ("spearman", f"spearman_ge{MIN_PAIRS}"):
         values = [row[key] for row in zero_shot]
@@ -188,15 +187,13 @@ def report(args: argparse.Namespace) -> Iterator[Row]:
         bare = {**main_setting["data"], "template": BARE_TEMPLATE}
         settings.append({**main_setting, "name": f"{main_setting['name']}, bare text", "data": bare})
         settings.append(setting_from_config(configs.resolve("gate-icews05-15-paper")))
-    zero_shot_rows = []
+    evaluated = []  # (summary, zero-shot rows, α, data, module) per setting, the config's first
     for setting in settings:
         print(f"setting {setting['name']}: lr {setting['lr']}, {setting['epochs']} epochs", flush=True)
-        summary, zero_shot, alpha, data, module = evaluate_setting(kg, setting, args.seeds)
-        zero_shot_rows += zero_shot
-        yield summary
-        if setting is main_setting:
-            main_alpha, main_data, main_summary, main_module = alpha, data, summary, module
-    write(f"gate_zero_shot_{kg.name}.csv", zero_shot_rows)
+        evaluated.append(evaluate_setting(kg, setting, args.seeds))
+        yield evaluated[-1][0]
+    write(f"gate_zero_shot_{kg.name}.csv", [row for _, zero_shot, *_ in evaluated for row in zero_shot])
+    main_summary, _, main_alpha, main_data, main_module = evaluated[0]
     write(f"gate_alpha_{kg.name}.csv", alpha_rows(kg, main_alpha, main_data))
     plot_alpha(main_alpha, main_data, main_summary["spearman"], args.out_dir / f"gate_alpha_{kg.name}.png")
 
@@ -280,8 +277,8 @@ def paraphrases(args: argparse.Namespace) -> Iterator[Row]:
                 dict(
                     method=method, phrasings=name, n=len(gaps),
                     median_gap=round(statistics.median(gaps), 4), max_gap=round(max(gaps), 4),
-                    spearman_change_rate=spearman_ge(alpha_rel, pairs, rate, 1),
-                    **{f"spearman_ge{MIN_PAIRS}": spearman_ge(alpha_rel, pairs, rate, MIN_PAIRS)},
+                    spearman_change_rate=spearman(alpha_rel, rate, pairs >= 1),
+                    **{f"spearman_ge{MIN_PAIRS}": spearman(alpha_rel, rate, pairs >= MIN_PAIRS)},
                     temperature=temperature if method == "anchored" else "",
                     loo_max_gap_by_temperature=str(loo_max) if method == "anchored" else "",
                 )
@@ -393,8 +390,8 @@ def regularisation(args: argparse.Namespace) -> Iterator[Row]:
             heldout_max_anchored=round(max(anch), 4),
             heldout_max_over_alpha_max=round(max(anch) / float(anchored_rel.max()), 3),
             worst_anchored=f"{heldout[worst].text} ({heldout[worst].relation})",
-            spearman_ge1=spearman_ge(anchored_rel, pairs, rate, 1),
-            spearman_ge20=spearman_ge(anchored_rel, pairs, rate, 20),
+            spearman_ge1=spearman(anchored_rel, rate, pairs >= 1),
+            spearman_ge20=spearman(anchored_rel, rate, pairs >= 20),
             alpha_std=round(float(anchored_rel.std()), 4), alpha_min=round(float(anchored_rel.min()), 4),
             alpha_max=round(float(anchored_rel.max()), 4), seconds=round(time.perf_counter() - t0, 1),
         )  # fmt: skip

@@ -112,16 +112,12 @@ def comma_list(allowed: Sequence[str] | None = None) -> Callable[[str], list[str
     return parse
 
 
-def machine(device: str = "cpu") -> Row:
-    """The machine's facts for a row: cpu, torch threads, 1-minute load average, and the GPU's name on
-    ``cuda``."""
+def machine() -> Row:
+    """The machine's facts for a row: cpu, torch threads, 1-minute load average."""
     import torch
 
-    facts: Row = {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
-    facts["load_1min"] = round(os.getloadavg()[0], 2)
-    if str(device).startswith("cuda"):
-        facts["gpu"] = torch.cuda.get_device_name()
-    return facts
+    cpu = platform.processor() or platform.machine()
+    return {"cpu": cpu, "threads": torch.get_num_threads(), "load_1min": round(os.getloadavg()[0], 2)}
 
 
 def synchronize(device: str) -> None:

@@ -249,6 +249,24 @@ def test_gate_report_quick(tmp_path, icews):
 
 
 @pytest.mark.slow
+def test_gate_paraphrases(tmp_path, icews):
+    """``gate.py paraphrases`` (~1 min: pretrains the packaged gate, encodes every phrasing): a row
+    per phrasing with its gap to its relation, plain and anchored; the summary beside, anchored
+    held-out templates closer to their relations than plain, both with the command."""
+    out = tmp_path / "gate_paraphrases_anchored.csv"
+    run_script("-m", "benchmarks.gate", "paraphrases", "--out", str(out), timeout=600)
+    rows = read_rows(out)
+    assert {r["split"] for r in rows} == {"train", "heldout"} and (tmp_path / "gate_icews05-15.pt").is_file()
+    assert all(float(r["gap_plain"]) >= 0 and float(r["gap_anchored"]) >= 0 for r in rows)
+    summary = {(r["method"], r["phrasings"]): r for r in read_rows(tmp_path / "gate_paraphrase_summary.csv")}
+    assert len(summary) == 6 and summary[("anchored", "heldout")]["temperature"]
+    plain, anchored = (float(summary[(m, "heldout templates")]["median_gap"]) for m in ("plain", "anchored"))
+    assert anchored < plain
+    command = f"python -m benchmarks.gate paraphrases --out {out}"
+    assert all(command in r["command"] for r in [*rows, *summary.values()])
+
+
+@pytest.mark.slow
 def test_gate_regularisation_small(tmp_path, icews):
     """``gate.py regularisation`` on ICEWS05-15 with three settings (packaged, augmentation, smoothing):
     the smoothing penalty, which targets the leave-one-out anchored gap, must shrink the held-out max

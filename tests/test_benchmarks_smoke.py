@@ -253,8 +253,8 @@ def test_accuracy_race_smoke(tmp_path):
 
 
 @pytest.mark.slow
-def test_plot_paper_curve_draws_both_runs_and_refuses_a_missing_model(tmp_path):
-    """``benchmarks/plot_paper_curve.py`` on two small race CSVs: a PNG and the curve's last rows."""
+def test_paper_curve_draws_both_runs_and_refuses_a_missing_model(tmp_path):
+    """``accuracy_race --paper-curve`` on two small race CSVs: a PNG and the curve's last rows."""
     pytest.importorskip("matplotlib")
     fields = ["model", "epoch", "train_seconds", "filter", "tie", "mrr"]
     for name, model in (("curve.csv", "paper"), ("race.csv", "best")):
@@ -274,11 +274,11 @@ def test_plot_paper_curve_draws_both_runs_and_refuses_a_missing_model(tmp_path):
                                 mrr=mrr,
                             )
                         )
-    command = [sys.executable, "-m", "benchmarks.plot_paper_curve", "--curve", str(tmp_path / "curve.csv")]
-    command += ["--race", str(tmp_path / "race.csv"), "--model", "paper", "--best", "best"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    curve, race = f"{tmp_path / 'curve.csv'}:paper", tmp_path / "race.csv"
+    command = [sys.executable, "-m", "benchmarks.accuracy_race", "--paper-curve", curve]
+    done = subprocess.run([*command, f"{race}:best"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "paper static: 0.6200 after 2.0 min" in done.stdout
     assert (tmp_path / "paper_curve.png").stat().st_size > 0
-    done = subprocess.run(command[:-1] + ["nobody"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([*command, f"{race}:nobody"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode != 0 and "no realistic-tie rows of model 'nobody'" in done.stderr
