@@ -86,12 +86,7 @@ def ingest(memory: TemporalMemory, facts: Sequence[tuple[str, str, str, int]], d
         batch = days[start : start + days_per_batch]
         memory.add_sessions(dict(session_id=date_of(d), facts=by_day[d], date=d) for d in batch)
     seconds = time.perf_counter() - t0
-    return {
-        "facts": len(facts),
-        "sessions": len(days),
-        "ingest_s": seconds,
-        "facts_per_s": len(facts) / seconds,
-    }
+    return dict(facts=len(facts), sessions=len(days), ingest_s=seconds, facts_per_s=len(facts) / seconds)
 
 
 def change_rate_speeds(facts) -> dict[str, float]:
@@ -296,6 +291,9 @@ def measure_questions(args: argparse.Namespace) -> Iterator[Row]:
             print(f"evaluated {label}", flush=True)
     counts = ", ".join(f"{t} {sum(q.qtype == t for q in setup.questions)}"
                        for t in dict.fromkeys(q.qtype for q in setup.questions))  # fmt: skip
+    cached = (
+        f"; fact vectors read from {args.encoder_cache}: not an ingestion speed" if args.encoder_cache else ""
+    )
     fits = ", ".join(f"{k[6:]} {v:.0f} s" for k, v in stats.items() if k.startswith("fit_s_"))
     notes = [
         f"{args.split} set (seed {SEEDS[args.split]}): {len(setup.questions)} questions ({counts}) about "
@@ -303,12 +301,7 @@ def measure_questions(args: argparse.Namespace) -> Iterator[Row]:
         f"gold over {len(setup.facts)} facts",
         f"memory: {stats['facts']} facts in {stats['sessions']} daily sessions; encoder {encoder.name}; "
         f"ingestion {stats['ingest_s']:.1f} s = {stats['facts_per_s']:.0f} facts/s including embedding "
-        f"(sessions of {args.days_per_batch} days per add_sessions call)"
-        + (
-            f"; fact vectors read from {args.encoder_cache}: not an ingestion speed"
-            if args.encoder_cache
-            else ""
-        ),
+        f"(sessions of {args.days_per_batch} days per add_sessions call){cached}",
         f"RoMem: fitted online on the memory's facts (TemporalMemory.fit, no Lightning): {args.fit_epochs} "
         f"epochs (no-gate, discrete and history: {args.ablation_epochs or args.fit_epochs}), batch "
         f"{args.batch_size}, dim {args.dim}; fit time {fits}; {gate_note}; TemporalMemory alpha_g "
