@@ -208,16 +208,19 @@ class Generator:
         return Draft(qtype, "entity", granularity, text, relation, head, tail, side, gold,
                      tuple(sorted({d for d, _ in support})), span)  # fmt: skip
 
+    def _pattern(self, fact: Fact, granularities: Sequence[str] = GRANULARITIES) -> tuple[str, str, str]:
+        """A random answer side, the entity the question names (the other side) and a granularity."""
+        side = self.rng.choice(("head", "tail"))
+        return side, fact[2] if side == "head" else fact[0], self.rng.choice(granularities)
+
     def _ask(self, side: str, relation: str, entity: str, rest: str) -> str:
         p = PHRASINGS[relation]
         return f"Who {p.past} {entity}{rest}?" if side == "head" else f"Who did {entity} {p.base}{rest}?"
 
     # builders
     def equal_entity(self, fact: Fact) -> Draft | None:
-        h, r, t, d = fact
-        side = self.rng.choice(("head", "tail"))
-        entity = t if side == "head" else h
-        g = self.rng.choice(GRANULARITIES)
+        _, r, _, d = fact
+        side, entity, g = self._pattern(fact)
         span = period_span(d, g)
         when = time_phrase(d, g, None, self.rng)
         if self.rng.random() < 0.3:
@@ -230,10 +233,8 @@ class Generator:
         return self._entity_draft("equal", g, text, r, side, entity, support, span)
 
     def before_after(self, fact: Fact) -> Draft | None:
-        h, r, t, d = fact
-        side = self.rng.choice(("head", "tail"))
-        entity = t if side == "head" else h
-        g = self.rng.choice(GRANULARITIES)
+        _, r, _, d = fact
+        side, entity, g = self._pattern(fact)
         after = self.rng.random() < 0.5
         span = period_span(d, g)
         when = time_phrase(d, g, "after" if after else "before", self.rng)
@@ -243,10 +244,8 @@ class Generator:
         return self._entity_draft("before_after", g, text, r, side, entity, support, span)
 
     def first_last_entity(self, fact: Fact) -> Draft | None:
-        h, r, t, d = fact
-        side = self.rng.choice(("head", "tail"))
-        entity = t if side == "head" else h
-        g = self.rng.choice(("month", "year"))
+        _, r, _, d = fact
+        side, entity, g = self._pattern(fact, ("month", "year"))
         last = self.rng.random() < 0.5
         span = period_span(d, g)
         when = time_phrase(d, g, "in", self.rng)

@@ -136,25 +136,23 @@ def best(memory: TemporalMemory, beta: float, constrain: bool, pool: int = POOL)
     return rank
 
 
-def relevant(fact, q: Question) -> bool:
-    """The fact has the question's relation and named entities and its answer slot holds a gold answer."""
-    if fact.relation != q.relation:
-        return False
-    if q.answer_side == "head":
-        return fact.tail == q.tail and fact.head in q.gold
-    if q.answer_side == "tail":
-        return fact.head == q.head and fact.tail in q.gold
-    day = date_of(fact.t_happen)
-    return fact.head == q.head and fact.tail == q.tail and any(day.startswith(g) for g in q.gold)
+# what a fact answers in each answer slot: its head, its tail, its day
+SLOTS = {"head": lambda f: f.head, "tail": lambda f: f.tail, "time": lambda f: date_of(f.t_happen)}
 
 
 def correct(answer: str, q: Question) -> bool:
     return any(answer.startswith(g) for g in q.gold) if q.answer_type == "time" else answer in q.gold
 
 
+def relevant(fact, q: Question) -> bool:
+    """The fact has the question's relation and named entities and its answer slot holds a gold answer."""
+    side = q.answer_side
+    named = (side == "head" or fact.head == q.head) and (side == "tail" or fact.tail == q.tail)
+    return fact.relation == q.relation and named and correct(SLOTS[side](fact), q)
+
+
 def evaluate(name: str, rank: Callable, questions: Sequence[Question], by_id: dict, encoder) -> list[dict]:
     """One row per question: the first relevant fact's rank, the reader's hits, the ranking's latency."""
-    slot = {"head": lambda f: f.head, "tail": lambda f: f.tail, "time": lambda f: date_of(f.t_happen)}
     rows = []
     for q in questions:
         vector = encoder.encode([q.text])[0]
@@ -163,7 +161,7 @@ def evaluate(name: str, rank: Callable, questions: Sequence[Question], by_id: di
         latency = time.perf_counter() - t0
         facts = [by_id[i] for i in ids]
         first = next((i + 1 for i, f in enumerate(facts) if relevant(f, q)), None)
-        answers = list(dict.fromkeys(slot[q.answer_side](f) for f in facts))  # the deterministic reader
+        answers = list(dict.fromkeys(SLOTS[q.answer_side](f) for f in facts))  # the deterministic reader
         rows.append(dict(memory=name, qtype=q.qtype, answer_type=q.answer_type, granularity=q.granularity,
                          rank=first, answer_hit1=bool(answers) and correct(answers[0], q),
                          answer_hit10=any(correct(a, q) for a in answers[:10]),
