@@ -239,9 +239,7 @@ def _persona_sessions(
         say, state, facts = draft.say, draft.state, draft.facts
 
         if j == 0:
-            city = str(rng.choice(CITIES))
-            job = str(rng.choice(OCCUPATIONS))
-            drink = str(rng.choice(DRINKS))
+            city, job, drink = (str(rng.choice(pool)) for pool in (CITIES, OCCUPATIONS, DRINKS))
             say(
                 f"Hi, I'm {first}. I live in {city} and I work as {_article(job)}.",
                 f"Nice to meet you, {first}! What do you usually drink in the morning?",
