@@ -12,7 +12,6 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import random
@@ -117,23 +116,6 @@ def targets(load: list[Row], curve: list[Row], clients: int) -> list[Row]:
     return rows
 
 
-@contextlib.contextmanager
-def postgres(folder: Path) -> Iterator[str]:
-    """A Postgres server from Debian's binaries in ``folder`` (fsync on) for a ``with`` block: its DSN."""
-    from tests.postgres_server import postgres_bin, start_server, stop_server
-
-    binaries = postgres_bin()
-    if binaries is None:
-        raise SystemExit("no Postgres binaries: apt-get install postgresql")
-    folder.mkdir(parents=True, exist_ok=True)
-    os.chmod(folder, 0o755)
-    dsn = start_server(folder, binaries, fsync=True)  # an earlier prepare's starts again
-    try:
-        yield dsn
-    finally:
-        stop_server(folder, binaries)
-
-
 def fresh(store: str, backend: str, namespace: str) -> str:
     """The location of an empty ``namespace`` in ``store`` (its SQLite file, or the Postgres DSN)."""
     if backend == "postgres":
@@ -148,13 +130,24 @@ def fresh(store: str, backend: str, namespace: str) -> str:
 
 
 def stores(args) -> Iterator[tuple[str, str]]:
-    """``(backend, store)`` for each of ``--backends``, its server running while the caller uses it."""
+    """``(backend, store)`` for each of ``--backends``: a folder of SQLite files, or the DSN of a Postgres
+    server from Debian's binaries (fsync on) running in ``--work`` while the caller uses it."""
     for backend in args.backends:
-        if backend == "postgres":
-            with postgres(Path(args.work) / "postgres") as dsn:
-                yield backend, dsn
-        else:
+        if backend != "postgres":
             yield backend, str(Path(args.work) / "sqlite")
+            continue
+        from tests.postgres_server import postgres_bin, start_server, stop_server
+
+        if (binaries := postgres_bin()) is None:
+            raise SystemExit("no Postgres binaries: apt-get install postgresql")
+        folder = Path(args.work) / "postgres"
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(folder, 0o755)
+        dsn = start_server(folder, binaries, fsync=True)  # an earlier prepare's starts again
+        try:
+            yield backend, dsn
+        finally:
+            stop_server(folder, binaries)
 
 
 def run_prepare(args) -> None:
