@@ -65,30 +65,21 @@ def observation_fact(observation: Observation, day: int) -> ExtractedFact:
     name = next((n for n in (speaker, speaker.split()[0]) if text.startswith(n + " ")), None)
     found = extract_time(text, day)
     when = None if found is None else float(math.floor(found.midpoint))
-    if name is None:
-        return ExtractedFact(speaker, SAID, text, when, observation.evidence)
-    words = text[len(name) :].split()
-    if not words or words[0].lower() in ("and", "or", "&"):  # a compound subject: keep the sentence
-        return ExtractedFact(speaker, SAID, text, when, observation.evidence)
-    relation = []
-    while words and len(relation) < 3 and words[0].lower() in _AUXILIARIES:
-        if len(words) > 1 and words[1].lower() in _DETERMINERS:  # "has a dog": the auxiliary is the verb
-            break
-        relation.append(words.pop(0))
-    if words:
-        relation.append(words.pop(0))
-    if words and words[0].lower() in _PARTICLES and len(words) > 1:
-        relation.append(words.pop(0))
-    if not words:  # a sentence too short to split: keep it whole
+    words, relation = text[len(name) :].split() if name else [], []
+    if words and words[0].lower() not in ("and", "or", "&"):  # else a compound subject
+        while words and len(relation) < 3 and words[0].lower() in _AUXILIARIES:
+            if len(words) > 1 and words[1].lower() in _DETERMINERS:  # "has a dog": the auxiliary is the verb
+                break
+            relation.append(words.pop(0))
+        if words:
+            relation.append(words.pop(0))
+        if words and words[0].lower() in _PARTICLES and len(words) > 1:
+            relation.append(words.pop(0))
+    if not relation or not words:  # no name first, a compound subject, or too short to split: kept whole
         return ExtractedFact(speaker, SAID, text, when, observation.evidence)
     return ExtractedFact(
         speaker, " ".join(relation), re.sub(r"\s+", " ", " ".join(words)), when, observation.evidence
     )
-
-
-def turn_text(turn: Any) -> str:
-    """The text stored for a turn: ``"<speaker>: <text>"``."""
-    return f"{turn.speaker}: {turn.text}"
 
 
 def session_input(
@@ -100,21 +91,16 @@ def session_input(
         facts=[observation_fact(o, session.day) for o in session.observations] if observations else [],
         date=session.day,
         text=None,
-        turns=[turn_text(t) for t in session.turns],
+        turns=[f"{t.speaker}: {t.text}" for t in session.turns],  # README
         turn_ids=[t.dia_id for t in session.turns],
         summaries=[session.summary] if summaries and session.summary else [],
     )
 
 
-def add_conversation(
-    memory: TemporalMemory, conversation: Conversation, *, observations: bool = True, summaries: bool = True
-) -> None:
+def add_conversation(memory: TemporalMemory, conversation: Conversation) -> None:
     """Write every session of ``conversation`` into ``memory`` (one batch, README). The memory's
     store should be opened with ``verify=False``: observations paraphrase the turns."""
-    memory.add_sessions(
-        session_input(conversation, s, observations=observations, summaries=summaries)
-        for s in conversation.sessions
-    )
+    memory.add_sessions(session_input(conversation, s) for s in conversation.sessions)
 
 
 class Memories:
@@ -210,12 +196,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
     conversations = load_locomo(args.data)
+    known = [c.sample_id for c in conversations]
+    if unknown := sorted(set(args.conversations or ()) - set(known)):
+        raise SystemExit(f"unknown conversation(s) {unknown}; the file has {known}")
     if args.conversations:
-        unknown = sorted(set(args.conversations) - {c.sample_id for c in conversations})
-        if unknown:
-            raise SystemExit(
-                f"unknown conversation(s) {unknown}; the file has {[c.sample_id for c in conversations]}"
-            )
         conversations = [c for c in conversations if c.sample_id in args.conversations]
     encoder = encoder_of(args.encoder)
     cached = CachedEncoder(encoder)
@@ -320,4 +304,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -12,7 +12,6 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import random
@@ -39,11 +38,6 @@ BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 PLACEMENTS = ("process", "in-process")  # rotmem serve's encoder: a worker process, or --encoder-in-process
 RETRIEVERS = ("best", "temporal")  # rotmem serve --retriever: BestMemory (the default), or TemporalMemory
 ENCODER_THREADS = 1  # the server's --encoder-threads: the 2 cores run the server, the encoder and the clients
-
-
-def fact_rows(records: int) -> list[tuple[str, str, str]]:
-    rng = random.Random(0)
-    return [(f"persona{rng.randrange(PERSONAS)}", rng.choice(RELATIONS), f"value{i}") for i in range(records)]
 
 
 def question(rng: random.Random) -> str:
@@ -122,39 +116,6 @@ def targets(load: list[Row], curve: list[Row], clients: int) -> list[Row]:
     return rows
 
 
-def preload(location: str, namespace: str | None, rows, vectors) -> float:
-    from rotmem.memory import CachedEncoder, SentenceEncoder, TemporalMemory
-    from rotmem.memory.tem.store import fact_text
-
-    encoder = CachedEncoder(SentenceEncoder())  # the preload's vectors under MiniLM's name (README)
-    encoder.put([fact_text(*row) for row in rows], vectors)
-    options = {"namespace": namespace} if namespace else {"synchronous": "OFF"}
-    sessions = [dict(session_id=f"p{s}", facts=rows[s * PER_SESSION : (s + 1) * PER_SESSION],
-                     date=18000 + s // 50, turns=()) for s in range(len(rows) // PER_SESSION)]  # fmt: skip
-    start = time.perf_counter()
-    with TemporalMemory(location, encoder=encoder, **options) as memory:
-        for first in range(0, len(sessions), 1000):
-            memory.add_sessions(sessions[first : first + 1000])
-    return time.perf_counter() - start
-
-
-@contextlib.contextmanager
-def postgres(folder: Path) -> Iterator[str]:
-    """A Postgres server from Debian's binaries in ``folder`` (fsync on) for a ``with`` block: its DSN."""
-    from tests.postgres_server import postgres_bin, start_server, stop_server
-
-    binaries = postgres_bin()
-    if binaries is None:
-        raise SystemExit("no Postgres binaries: apt-get install postgresql")
-    folder.mkdir(parents=True, exist_ok=True)
-    os.chmod(folder, 0o755)
-    dsn = start_server(folder, binaries, fsync=True)  # an earlier prepare's starts again
-    try:
-        yield dsn
-    finally:
-        stop_server(folder, binaries)
-
-
 def fresh(store: str, backend: str, namespace: str) -> str:
     """The location of an empty ``namespace`` in ``store`` (its SQLite file, or the Postgres DSN)."""
     if backend == "postgres":
@@ -169,22 +130,48 @@ def fresh(store: str, backend: str, namespace: str) -> str:
 
 
 def stores(args) -> Iterator[tuple[str, str]]:
-    """``(backend, store)`` for each of ``--backends``, its server running while the caller uses it."""
+    """``(backend, store)`` for each of ``--backends``: a folder of SQLite files, or the DSN of a Postgres
+    server from Debian's binaries (fsync on) running in ``--work`` while the caller uses it."""
     for backend in args.backends:
-        if backend == "postgres":
-            with postgres(Path(args.work) / "postgres") as dsn:
-                yield backend, dsn
-        else:
+        if backend != "postgres":
             yield backend, str(Path(args.work) / "sqlite")
+            continue
+        from tests.postgres_server import postgres_bin, start_server, stop_server
+
+        if (binaries := postgres_bin()) is None:
+            raise SystemExit("no Postgres binaries: apt-get install postgresql")
+        folder = Path(args.work) / "postgres"
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(folder, 0o755)
+        dsn = start_server(folder, binaries, fsync=True)  # an earlier prepare's starts again
+        try:
+            yield backend, dsn
+        finally:
+            stop_server(folder, binaries)
 
 
 def run_prepare(args) -> None:
-    rows = fact_rows(args.records)
+    """Phase ``prepare``: ``--records`` facts in sessions of ``PER_SESSION`` into each backend's
+    namespace ``load``, their vectors random (README)."""
+    from rotmem.memory import CachedEncoder, SentenceEncoder, TemporalMemory
+    from rotmem.memory.tem.store import fact_text
+
+    rng = random.Random(0)
+    rows = [
+        (f"persona{rng.randrange(PERSONAS)}", rng.choice(RELATIONS), f"value{i}") for i in range(args.records)
+    ]
     vectors = unit_vectors(np.random.default_rng(0), len(rows), 384)  # MiniLM's width (README)
+    sessions = [dict(session_id=f"p{s}", facts=rows[s * PER_SESSION : (s + 1) * PER_SESSION],
+                     date=18000 + s // 50, turns=()) for s in range(len(rows) // PER_SESSION)]  # fmt: skip
     for backend, store in stores(args):
-        location = fresh(store, backend, NAMESPACE)
-        seconds = preload(location, NAMESPACE if backend == "postgres" else None, rows, vectors)
-        print(f"{backend} preload: {seconds:.1f} s", flush=True)
+        encoder = CachedEncoder(SentenceEncoder())  # the preload's vectors under MiniLM's name (README)
+        encoder.put([fact_text(*row) for row in rows], vectors)
+        options = {"namespace": NAMESPACE} if backend == "postgres" else {"synchronous": "OFF"}
+        start = time.perf_counter()
+        with TemporalMemory(fresh(store, backend, NAMESPACE), encoder=encoder, **options) as memory:
+            for first in range(0, len(sessions), 1000):
+                memory.add_sessions(sessions[first : first + 1000])
+        print(f"{backend} preload: {time.perf_counter() - start:.1f} s", flush=True)
 
 
 # --- the server and its clients ------------------------------------------------------------------
@@ -357,32 +344,28 @@ async def load_then_kill(server: Server, token: str, kill_after: float, prefix: 
 
 
 def crash(args) -> Iterator[Row]:
-    """Phase ``crash`` on each backend (README)."""
+    """Phase ``crash`` on each backend (README): ``--cycles`` times 16 clients and a SIGKILL, then what
+    a reader finds of the sessions acknowledged so far."""
     keys, tokens = make_keys(Path(args.work))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for backend, store in stores(args):
-        yield from run_crash(args, store, backend, keys, tokens)
-
-
-def run_crash(args, store: str, backend: str, keys: Path, tokens: dict) -> Iterator[Row]:
-    location = fresh(store, backend, CRASH_NAMESPACE)
-    acknowledged: list[tuple[str, str]] = []
-    for cycle in range(1, args.cycles + 1):
-        server = Server(store, keys, keys.parent / f"serve-{backend}-crash.log")
-        server.wait_ready()
-        kill = load_then_kill(server, tokens[CRASH_NAMESPACE], args.kill_after, f"{backend}-k{cycle}-")
-        out = asyncio.run(kill)
-        acknowledged += out["acknowledged"]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        seen = subprocess.run([sys.executable, "-c", READER, location, CRASH_NAMESPACE], capture_output=True,
-                              text=True, env=env, cwd=ROOT, timeout=300)  # fmt: skip
-        if seen.returncode != 0:
-            raise SystemExit(f"the reader failed: {seen.stderr[-2000:]}")
-        state = json.loads(seen.stdout)
-        found = [sid for sid, obj in acknowledged if obj in state["objects"].get(sid, [])]
-        yield {"backend": backend, "cycle": cycle, "acknowledged": len(acknowledged),
-               "found": len(found), "missing": len(acknowledged) - len(found),
-               "half_written": len(state["sessions"]) - len(state["whole"]) + len(state["untimed"]),
-               "sessions_on_disk": len(state["sessions"])}  # fmt: skip
+        location = fresh(store, backend, CRASH_NAMESPACE)
+        reader = [sys.executable, "-c", READER, location, CRASH_NAMESPACE]
+        acknowledged: list[tuple[str, str]] = []
+        for cycle in range(1, args.cycles + 1):
+            server = Server(store, keys, keys.parent / f"serve-{backend}-crash.log")
+            server.wait_ready()
+            kill = load_then_kill(server, tokens[CRASH_NAMESPACE], args.kill_after, f"{backend}-k{cycle}-")
+            acknowledged += asyncio.run(kill)["acknowledged"]
+            seen = subprocess.run(reader, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+            if seen.returncode != 0:
+                raise SystemExit(f"the reader failed: {seen.stderr[-2000:]}")
+            state = json.loads(seen.stdout)
+            found = [sid for sid, obj in acknowledged if obj in state["objects"].get(sid, [])]
+            yield {"backend": backend, "cycle": cycle, "acknowledged": len(acknowledged),
+                   "found": len(found), "missing": len(acknowledged) - len(found),
+                   "half_written": len(state["sessions"]) - len(state["whole"]) + len(state["untimed"]),
+                   "sessions_on_disk": len(state["sessions"])}  # fmt: skip
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
@@ -477,10 +460,8 @@ def pgvector(args) -> Iterator[Row]:
         with psycopg.connect(server.get_uri(), autocommit=True) as db:
             db.execute("CREATE EXTENSION IF NOT EXISTS vector")
             version = db.execute("SELECT version()").fetchone()[0].split(",")[0]
-            (extension,) = db.execute(
-                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-            ).fetchone()
-            server_version = f"{version}, pgvector {extension}"
+            extension = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+            server_version = f"{version}, pgvector {db.execute(extension).fetchone()[0]}"
             db.execute(f"CREATE TABLE facts (id BIGINT PRIMARY KEY, embedding vector({dim}))")
             start = time.perf_counter()
             with db.cursor().copy("COPY facts (id, embedding) FROM STDIN") as copy:

@@ -12,7 +12,6 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 import argparse
 import dataclasses
 import re
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,9 +65,8 @@ def t_happen_recovery(bench: StateUpdateBenchmark, memory: TemporalMemory) -> fl
     """Fraction of stored facts whose ``t_happen`` read from the text equals the true day."""
     truth = {(s.session_id, f.subject, f.relation, f.object): f.day for s in bench.sessions for f in s.facts}
     facts = memory.facts()
-    return sum(truth[(f.source, f.head, f.relation, f.tail)] == f.t_happen for f in facts) / max(
-        1, len(facts)
-    )
+    right = sum(truth[(f.source, f.head, f.relation, f.tail)] == f.t_happen for f in facts)
+    return right / max(1, len(facts))
 
 
 def evidence_for(config: str, memory: TemporalMemory, bench, question: Question, k: int, lookups: dict):
@@ -92,18 +90,18 @@ def evidence_for(config: str, memory: TemporalMemory, bench, question: Question,
             timed = memory.with_times(store.retrieve(question.text, k=k))
         else:
             timed = memory.retrieve(question.text, k=k, now=bench.now)
-        records, text, labelled = [t.record for t in timed], memory.render(timed), True
+        records, text = [t.record for t in timed], memory.render(timed)
     else:
         records = store.retrieve(question.text, k=OVERWRITE_POOL if config == "overwrite" else k)
-        labelled = True
         if config == "overwrite":
             current = sorted((r for r in records if not r.historical), key=lambda r: -(r.score or 0.0))[:k]
-            records, labelled = sorted(current, key=lambda r: (r.session_index, r.id)), False
+            records = sorted(current, key=lambda r: (r.session_index, r.id))
         elif config == "unmarked":
-            records, labelled = [dataclasses.replace(r, historical=False) for r in records], False
+            records = [dataclasses.replace(r, historical=False) for r in records]
         elif config != "tem":
             raise ValueError(f"unknown configuration {config!r}; expected one of {CONFIGS}")
         text = render(records, show_session=False, group_subjects=True)
+    labelled = config not in ("overwrite", "unmarked")  # the labels the evidence shows
     return text, [Item(r.subject, r.relation, r.object, r.historical if labelled else None) for r in records]
 
 
@@ -173,11 +171,7 @@ class LabelAwareReader:
         mentions = self._mentions(evidence, subject, relation)
         if not mentions:
             return "unknown"
-        labelled = any(m.historical for m in mentions)
-        current = [m for m in mentions if not m.historical] if labelled else mentions
-        newest_current = max(current or mentions, key=Mention.key)
-        q = question.lower()
-        if "first talked" in q or "first met" in q:
+        if "first talked" in question.lower() or "first met" in question.lower():
             return min(mentions, key=Mention.key).value
         before = re.search(r"before (?:moving|switching|changing) to (.+?)\?*$", question, re.IGNORECASE)
         if before:
@@ -195,7 +189,8 @@ class LabelAwareReader:
                 return (max(before_end, key=Mention.key) if before_end else min(dated, key=Mention.key)).value
             pool = [m for m in mentions if m.historical] or mentions
             return max(pool, key=Mention.key).value
-        return newest_current.value
+        current = [m for m in mentions if not m.historical] or mentions
+        return max(current, key=Mention.key).value
 
     def _mentions(self, evidence: str, subject: str, relation: str) -> list[Mention]:
         first_name = subject.split()[0].lower()
@@ -252,10 +247,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     encoder = encoder_of(args.encoder)
     fit = FitConfig(epochs=args.fit_epochs) if args.fit_epochs > 0 else None
     memory, stats = build_memory(bench, CachedEncoder(encoder), fit, args.gate)
-    if args.generate:
-        read, reader = load_reader(args.generate), args.generate
-    else:
-        read, reader = LabelAwareReader(bench.personas, bench.values), READER_NAME
+    read = load_reader(args.generate) if args.generate else LabelAwareReader(bench.personas, bench.values)
+    reader = args.generate or READER_NAME
     count_tokens, tokens = token_counter(encoder)
     lookups = {key: {s.session_id: getattr(s, key) for s in bench.sessions} for key in ("persona", "date")}
     t0, rows = time.perf_counter(), []
@@ -311,4 +304,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -204,16 +204,18 @@ def _change_sessions(rng: np.random.Generator, sessions: int, low: int, high: in
     return set(int(s) for s in rng.choice(np.arange(1, sessions), size=count, replace=False))
 
 
-def _pick_new(rng: np.random.Generator, pool: tuple[str, ...], used: list[str]) -> str:
-    return str(rng.choice([v for v in pool if v not in used]))
+def _change(rng: np.random.Generator, pool: tuple[str, ...], timeline: _Timeline) -> tuple[str, str]:
+    """The slot's value so far and a new one from ``pool`` that it never held."""
+    return timeline.values[-1], str(rng.choice([v for v in pool if v not in timeline.values]))
 
 
 def _offset(rng: np.random.Generator, date: dt.date, gap_days: int, keep_days: int) -> tuple[str, int]:
-    """A phrase for how long ago a change happened, and its day, at least ``keep_days`` after the
-    previous session (a job's stint must span a whole month for the dated question)."""
+    """How long ago a change happened (``" two weeks ago"``, or ``""`` for the session day), and its
+    day, at least ``keep_days`` after the previous session (a job's stint must span a whole month for
+    the dated question)."""
     options = [o for o in OFFSETS if gap_days - (date - _minus(date, o[1], o[2])).days >= keep_days]
     phrase, amount, unit = options[int(rng.integers(len(options)))]
-    return phrase, _day(_minus(date, amount, unit))
+    return f" {phrase}" if phrase else "", _day(_minus(date, amount, unit))
 
 
 def _persona_sessions(
@@ -237,9 +239,7 @@ def _persona_sessions(
         say, state, facts = draft.say, draft.state, draft.facts
 
         if j == 0:
-            city = str(rng.choice(CITIES))
-            job = str(rng.choice(OCCUPATIONS))
-            drink = str(rng.choice(DRINKS))
+            city, job, drink = (str(rng.choice(pool)) for pool in (CITIES, OCCUPATIONS, DRINKS))
             say(
                 f"Hi, I'm {first}. I live in {city} and I work as {_article(job)}.",
                 f"Nice to meet you, {first}! What do you usually drink in the morning?",
@@ -249,10 +249,8 @@ def _persona_sessions(
                 state(rel, value, day)
         else:
             if j in moves:
-                old = timelines[RESIDENCE].values[-1]
-                new = _pick_new(rng, CITIES, timelines[RESIDENCE].values)
-                phrase, happened = _offset(rng, date, gap, keep_days=7)
-                when = f" {phrase}" if phrase else ""
+                old, new = _change(rng, CITIES, timelines[RESIDENCE])
+                when, happened = _offset(rng, date, gap, keep_days=7)
                 if rng.random() < 0.5:
                     say(f"Big news: I moved from {old} to {new}{when}.", f"How are you settling into {new}?")
                 else:
@@ -263,10 +261,8 @@ def _persona_sessions(
                 say(f"Still enjoying life in {city}.", "Glad to hear it.")
                 state(RESIDENCE, city, day)
             if j in job_changes:
-                old = timelines[OCCUPATION].values[-1]
-                new = _pick_new(rng, OCCUPATIONS, timelines[OCCUPATION].values)
-                phrase, happened = _offset(rng, date, gap, keep_days=70)
-                when = f" {phrase}" if phrase else ""
+                old, new = _change(rng, OCCUPATIONS, timelines[OCCUPATION])
+                when, happened = _offset(rng, date, gap, keep_days=70)
                 if rng.random() < 0.5:
                     say(f"I started a new job as {_article(new)}{when}.", "Congratulations on the new role!")
                 else:  # no time words: it happened on the session day
@@ -274,8 +270,7 @@ def _persona_sessions(
                     happened = day
                 state(OCCUPATION, new, happened)
             if j in drink_changes:
-                old = timelines[DRINK].values[-1]
-                new = _pick_new(rng, DRINKS, timelines[DRINK].values)
+                old, new = _change(rng, DRINKS, timelines[DRINK])
                 if rng.random() < 0.5:
                     say(f"I switched from {old} to {new}.", "Interesting switch!")
                 else:
@@ -321,12 +316,11 @@ def _month_inside(start: int, end: int) -> tuple[int, int] | None:
 def _questions(name: str, pid: int, timelines: dict[str, _Timeline]) -> list[Question]:
     res, job, drink = (timelines[r] for r in STATE_RELATIONS)
     # The occupation held in a named month: a superseded job whose whole month lies in its stint.
-    month = None
-    for i in range(len(job.values) - 1):
-        month = _month_inside(job.starts[i], job.starts[i + 1] - 1)
-        if month is not None:
-            gold = job.values[i]
-            break
+    stints = (
+        (value, _month_inside(start, end - 1))
+        for value, start, end in zip(job.values, job.starts, job.starts[1:], strict=False)
+    )
+    gold, month = next(((value, month) for value, month in stints if month is not None), (None, None))
     if month is None:
         raise AssertionError(f"{name}: no superseded occupation spans a whole month")
     label = f"{calendar.month_name[month[1]]} {month[0]}"
@@ -370,16 +364,11 @@ def generate(num_personas: int = 60, sessions_per_persona: int = 10, seed: int =
     rng = np.random.default_rng(seed)
     firsts = rng.permutation(FIRST_NAMES)[:num_personas]
     personas = [f"{first} {rng.choice(LAST_NAMES)}" for first in firsts]
-    sessions: list[Session] = []
-    timelines = []
-    for pid, name in enumerate(personas):
-        made, tl = _persona_sessions(rng, name, pid, sessions_per_persona)
-        sessions.extend(made)
-        timelines.append(tl)
-    sessions.sort(key=lambda s: (s.date, s.session_id))
+    made = [_persona_sessions(rng, name, pid, sessions_per_persona) for pid, name in enumerate(personas)]
+    sessions = sorted((s for mine, _ in made for s in mine), key=lambda s: (s.date, s.session_id))
     for i, session in enumerate(sessions):
         session.index = i
     now = dt.date.fromisoformat(sessions[-1].date) + dt.timedelta(days=14)
-    questions = [q for pid, name in enumerate(personas) for q in _questions(name, pid, timelines[pid])]
+    questions = [q for pid, name in enumerate(personas) for q in _questions(name, pid, made[pid][1])]
     values = {RESIDENCE: CITIES, OCCUPATION: OCCUPATIONS, DRINK: DRINKS, LIKES: HOBBIES, OWNS: POSSESSIONS}
     return StateUpdateBenchmark(sessions, questions, personas, values, now.isoformat())

@@ -155,13 +155,6 @@ def extreme(pairs: Sequence[tuple[int, str]], last: bool) -> list[tuple[int, str
     return [p for p in pairs if p[0] == day]
 
 
-def first_days(pairs: Sequence[tuple[int, str]]) -> dict[str, int]:
-    first: dict[str, int] = {}
-    for day, answer in pairs:
-        first.setdefault(answer, day)
-    return first
-
-
 # --- the generator ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Draft:
@@ -198,10 +191,10 @@ class Generator:
             raise ValueError(f"no facts of a phrased relation between {span}")
         self.builders: dict[tuple[str, str], Callable[[Fact], Draft | None]] = {
             ("equal", "entity"): self.equal_entity,
-            ("equal", "time"): self.equal_time,
+            ("equal", "time"): lambda f: self.time_draft("equal", f),
             ("before_after", "entity"): self.before_after,
             ("first_last", "entity"): self.first_last_entity,
-            ("first_last", "time"): self.first_last_time,
+            ("first_last", "time"): lambda f: self.time_draft("first_last", f),
             ("equal_multi", "entity"): self.equal_multi,
             ("after_first", "entity"): lambda f: self.after_first(f, after=True),
             ("before_last", "entity"): lambda f: self.after_first(f, after=False),
@@ -215,16 +208,19 @@ class Generator:
         return Draft(qtype, "entity", granularity, text, relation, head, tail, side, gold,
                      tuple(sorted({d for d, _ in support})), span)  # fmt: skip
 
+    def _pattern(self, fact: Fact, granularities: Sequence[str] = GRANULARITIES) -> tuple[str, str, str]:
+        """A random answer side, the entity the question names (the other side) and a granularity."""
+        side = self.rng.choice(("head", "tail"))
+        return side, fact[2] if side == "head" else fact[0], self.rng.choice(granularities)
+
     def _ask(self, side: str, relation: str, entity: str, rest: str) -> str:
         p = PHRASINGS[relation]
         return f"Who {p.past} {entity}{rest}?" if side == "head" else f"Who did {entity} {p.base}{rest}?"
 
     # builders
     def equal_entity(self, fact: Fact) -> Draft | None:
-        h, r, t, d = fact
-        side = self.rng.choice(("head", "tail"))
-        entity = t if side == "head" else h
-        g = self.rng.choice(GRANULARITIES)
+        _, r, _, d = fact
+        side, entity, g = self._pattern(fact)
         span = period_span(d, g)
         when = time_phrase(d, g, None, self.rng)
         if self.rng.random() < 0.3:
@@ -237,10 +233,8 @@ class Generator:
         return self._entity_draft("equal", g, text, r, side, entity, support, span)
 
     def before_after(self, fact: Fact) -> Draft | None:
-        h, r, t, d = fact
-        side = self.rng.choice(("head", "tail"))
-        entity = t if side == "head" else h
-        g = self.rng.choice(GRANULARITIES)
+        _, r, _, d = fact
+        side, entity, g = self._pattern(fact)
         after = self.rng.random() < 0.5
         span = period_span(d, g)
         when = time_phrase(d, g, "after" if after else "before", self.rng)
@@ -250,10 +244,8 @@ class Generator:
         return self._entity_draft("before_after", g, text, r, side, entity, support, span)
 
     def first_last_entity(self, fact: Fact) -> Draft | None:
-        h, r, t, d = fact
-        side = self.rng.choice(("head", "tail"))
-        entity = t if side == "head" else h
-        g = self.rng.choice(("month", "year"))
+        _, r, _, d = fact
+        side, entity, g = self._pattern(fact, ("month", "year"))
         last = self.rng.random() < 0.5
         span = period_span(d, g)
         when = time_phrase(d, g, "in", self.rng)
@@ -263,8 +255,10 @@ class Generator:
         support = extreme(within(self.index.answers(side, r, entity), *span), last)
         return self._entity_draft("first_last", g, text, r, side, entity, support, span)
 
-    def _time_draft(self, qtype: str, fact: Fact, which: str) -> Draft | None:
+    def time_draft(self, qtype: str, fact: Fact) -> Draft | None:
+        """When the triple happened: every day (``equal``), or its first or last day (``first_last``)."""
         h, r, t, _ = fact
+        which = "equal" if qtype == "equal" else self.rng.choice(("first", "last"))
         g = self.rng.choice(GRANULARITIES)
         lead = {"day": "When", "month": "In which month", "year": "In what year"}[g]
         adverb = "" if which == "equal" else f" {which}"
@@ -273,12 +267,6 @@ class Generator:
         days = days[:1] if which == "first" else days[-1:] if which == "last" else days
         gold = tuple(sorted({period(day, g) for day in days}))
         return Draft(qtype, "time", g, text, r, h, t, "time", gold, tuple(days), None)
-
-    def equal_time(self, fact: Fact) -> Draft | None:
-        return self._time_draft("equal", fact, "equal")
-
-    def first_last_time(self, fact: Fact) -> Draft | None:
-        return self._time_draft("first_last", fact, self.rng.choice(("first", "last")))
 
     def equal_multi(self, fact: Fact) -> Draft | None:
         h, r, t, d = fact
@@ -300,7 +288,8 @@ class Generator:
 
     def after_first(self, fact: Fact, after: bool) -> Draft | None:
         _, r, t, _ = fact
-        firsts = first_days(self.index.answers("head", r, t))
+        pairs = self.index.answers("head", r, t)
+        firsts = {answer: day for day, answer in reversed(pairs)}  # each answer's first day
         candidates = sorted(a for a, day in firsts.items() if self.window[0] <= day <= self.window[1])
         if not candidates:
             return None
@@ -309,7 +298,7 @@ class Generator:
         text = (f"After {anchor}, who was the first to {p.base} {t}?" if after
                 else f"Before {anchor}, who was the last to {p.base} {t}?")  # fmt: skip
         # the others' facts on the first day after (or the last before) the anchor's first
-        pairs, start = self.index.answers("head", r, t), firsts[anchor]
+        start = firsts[anchor]
         if after:
             support = extreme([p for p in pairs if p[0] > start and p[1] != anchor], last=False)
         else:
@@ -369,10 +358,8 @@ def generate(
     drafts = [
         d for (qtype, answer), n in counts.items() for d in gen.draw(qtype, answer, round(scale * n), seen)
     ]
-    asked, shared = (
-        date_of(gen.asked),
-        [f.name for f in fields(Question) if f.name not in ("qid", "asked_on")],
-    )
+    asked = date_of(gen.asked)
+    shared = [f.name for f in fields(Question) if f.name not in ("qid", "asked_on")]
     return [
         Question(f"{prefix}-{i:05d}", asked_on=asked, **{f: getattr(d, f) for f in shared})
         for i, d in enumerate(drafts)

@@ -1,5 +1,3 @@
-import sys
-
 from benchmarks.temporal_qa.run import main
 
-sys.exit(main())
+raise SystemExit(main())

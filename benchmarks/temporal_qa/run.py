@@ -86,12 +86,7 @@ def ingest(memory: TemporalMemory, facts: Sequence[tuple[str, str, str, int]], d
         batch = days[start : start + days_per_batch]
         memory.add_sessions(dict(session_id=date_of(d), facts=by_day[d], date=d) for d in batch)
     seconds = time.perf_counter() - t0
-    return {
-        "facts": len(facts),
-        "sessions": len(days),
-        "ingest_s": seconds,
-        "facts_per_s": len(facts) / seconds,
-    }
+    return dict(facts=len(facts), sessions=len(days), ingest_s=seconds, facts_per_s=len(facts) / seconds)
 
 
 def change_rate_speeds(facts) -> dict[str, float]:
@@ -141,25 +136,23 @@ def best(memory: TemporalMemory, beta: float, constrain: bool, pool: int = POOL)
     return rank
 
 
-def relevant(fact, q: Question) -> bool:
-    """The fact has the question's relation and named entities and its answer slot holds a gold answer."""
-    if fact.relation != q.relation:
-        return False
-    if q.answer_side == "head":
-        return fact.tail == q.tail and fact.head in q.gold
-    if q.answer_side == "tail":
-        return fact.head == q.head and fact.tail in q.gold
-    day = date_of(fact.t_happen)
-    return fact.head == q.head and fact.tail == q.tail and any(day.startswith(g) for g in q.gold)
+# what a fact answers in each answer slot: its head, its tail, its day
+SLOTS = {"head": lambda f: f.head, "tail": lambda f: f.tail, "time": lambda f: date_of(f.t_happen)}
 
 
 def correct(answer: str, q: Question) -> bool:
     return any(answer.startswith(g) for g in q.gold) if q.answer_type == "time" else answer in q.gold
 
 
+def relevant(fact, q: Question) -> bool:
+    """The fact has the question's relation and named entities and its answer slot holds a gold answer."""
+    side = q.answer_side
+    named = (side == "head" or fact.head == q.head) and (side == "tail" or fact.tail == q.tail)
+    return fact.relation == q.relation and named and correct(SLOTS[side](fact), q)
+
+
 def evaluate(name: str, rank: Callable, questions: Sequence[Question], by_id: dict, encoder) -> list[dict]:
     """One row per question: the first relevant fact's rank, the reader's hits, the ranking's latency."""
-    slot = {"head": lambda f: f.head, "tail": lambda f: f.tail, "time": lambda f: date_of(f.t_happen)}
     rows = []
     for q in questions:
         vector = encoder.encode([q.text])[0]
@@ -168,7 +161,7 @@ def evaluate(name: str, rank: Callable, questions: Sequence[Question], by_id: di
         latency = time.perf_counter() - t0
         facts = [by_id[i] for i in ids]
         first = next((i + 1 for i, f in enumerate(facts) if relevant(f, q)), None)
-        answers = list(dict.fromkeys(slot[q.answer_side](f) for f in facts))  # the deterministic reader
+        answers = list(dict.fromkeys(SLOTS[q.answer_side](f) for f in facts))  # the deterministic reader
         rows.append(dict(memory=name, qtype=q.qtype, answer_type=q.answer_type, granularity=q.granularity,
                          rank=first, answer_hit1=bool(answers) and correct(answers[0], q),
                          answer_hit10=any(correct(a, q) for a in answers[:10]),
@@ -296,6 +289,9 @@ def measure_questions(args: argparse.Namespace) -> Iterator[Row]:
             print(f"evaluated {label}", flush=True)
     counts = ", ".join(f"{t} {sum(q.qtype == t for q in setup.questions)}"
                        for t in dict.fromkeys(q.qtype for q in setup.questions))  # fmt: skip
+    cached = (
+        f"; fact vectors read from {args.encoder_cache}: not an ingestion speed" if args.encoder_cache else ""
+    )
     fits = ", ".join(f"{k[6:]} {v:.0f} s" for k, v in stats.items() if k.startswith("fit_s_"))
     notes = [
         f"{args.split} set (seed {SEEDS[args.split]}): {len(setup.questions)} questions ({counts}) about "
@@ -303,12 +299,7 @@ def measure_questions(args: argparse.Namespace) -> Iterator[Row]:
         f"gold over {len(setup.facts)} facts",
         f"memory: {stats['facts']} facts in {stats['sessions']} daily sessions; encoder {encoder.name}; "
         f"ingestion {stats['ingest_s']:.1f} s = {stats['facts_per_s']:.0f} facts/s including embedding "
-        f"(sessions of {args.days_per_batch} days per add_sessions call)"
-        + (
-            f"; fact vectors read from {args.encoder_cache}: not an ingestion speed"
-            if args.encoder_cache
-            else ""
-        ),
+        f"(sessions of {args.days_per_batch} days per add_sessions call){cached}",
         f"RoMem: fitted online on the memory's facts (TemporalMemory.fit, no Lightning): {args.fit_epochs} "
         f"epochs (no-gate, discrete and history: {args.ablation_epochs or args.fit_epochs}), batch "
         f"{args.batch_size}, dim {args.dim}; fit time {fits}; {gate_note}; TemporalMemory alpha_g "
