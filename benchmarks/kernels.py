@@ -247,22 +247,6 @@ def peak_memory_mb(fn: Callable, args: list, grad_idx: list[int], mode: str, dev
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def failure_line(op, mode, provider, shape, dtype, error: BaseException) -> str:
-    message = str(error).strip().splitlines()
-    line = f"FAILED {shape.label()} {dtype} {op} {mode} {provider}: {type(error).__name__}: "
-    line += message[0] if message else ""
-    print(line, file=sys.stderr, flush=True)
-    return line
-
-
-def row(op, mode, provider, shape, dtype, device, times, peak_mb, nbytes=None) -> Row:
-    median = statistics.median(times)
-    return {"op": op, "mode": mode, "provider": provider, "shape": shape.label(), "dtype": dtype,
-            "device": device, "threads": torch.get_num_threads() if device == "cpu" else "", **spread(times),
-            "peak_mem_mb": round(peak_mb, 3),
-            "gb_per_s": "" if nbytes is None else round(nbytes / (median * 1e-3) / 1e9, 2)}  # fmt: skip
-
-
 def measure_op(op, shape, dtype, device, providers, modes, reps, warmup) -> tuple[list[Row], list[str]]:
     """Rows of ``op`` per mode and provider (at the bandwidth shape, a plain copy of the input too),
     and one line per provider that raised, which is then dropped: the others are still measured."""
@@ -278,7 +262,10 @@ def measure_op(op, shape, dtype, device, providers, modes, reps, warmup) -> tupl
     for mode in modes:
 
         def drop(name: str, error: Exception, mode: str = mode) -> None:  # reported; the exit code is 1
-            failures.append(failure_line(cases[name][0], mode, name, shape, dtype, error))
+            message = str(error).strip().splitlines()
+            line = f"FAILED {shape.label()} {dtype} {cases[name][0]} {mode} {name}: {type(error).__name__}: "
+            failures.append(line + (message[0] if message else ""))
+            print(failures[-1], file=sys.stderr, flush=True)
             del cases[name]
 
         here = {n: c for n, c in cases.items() if n != "matmul-floor" or mode == "forward+backward"}
@@ -291,8 +278,11 @@ def measure_op(op, shape, dtype, device, providers, modes, reps, warmup) -> tupl
         for name in peaks:
             label, _, (x, *rest) = cases[name]
             nbytes = (2 * x.numel() + (rest[0].numel() if label == "rotate" else 0)) * x.element_size()
-            rows.append(row(label, mode, name, shape, dtype, device, times[name], peaks[name][0],
-                            nbytes if shape.name == "bandwidth" else None))  # fmt: skip
+            gb_per_s = nbytes / (statistics.median(times[name]) * 1e-3) / 1e9
+            rows.append({"op": label, "mode": mode, "provider": name, "shape": shape.label(), "dtype": dtype,
+                         "device": device, "threads": torch.get_num_threads() if device == "cpu" else "",
+                         **spread(times[name]), "peak_mem_mb": round(peaks[name][0], 3),
+                         "gb_per_s": round(gb_per_s, 2) if shape.name == "bandwidth" else ""})  # fmt: skip
     return rows, failures
 
 
