@@ -65,18 +65,16 @@ def run_epoch(variant: str, data, module, root: str) -> tuple[list[float], list[
         return out
 
     data.make_batch = timed_batch
-    if variant == "counts-in-step":  # what every step did before the loader made the counts
-        module.setup = _without_loader_counts(module.setup, data)
-    trainer.fit(module, datamodule=data)
-    return timer.steps[1:], batch_ms[1:]
+    setup = module.setup
 
-
-def _without_loader_counts(setup, data):
-    def wrapped(stage: str) -> None:
+    def setup_without_loader_counts(stage: str) -> None:
         setup(stage)
         data.history = None
 
-    return wrapped
+    if variant == "counts-in-step":  # what every step did before the loader made the counts
+        module.setup = setup_without_loader_counts
+    trainer.fit(module, datamodule=data)
+    return timer.steps[1:], batch_ms[1:]
 
 
 def syncs_per_step(variant: str, data, module) -> int:
