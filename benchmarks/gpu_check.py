@@ -89,36 +89,33 @@ def plan(python: str, out: Path, dry: bool, device: str) -> list[Step]:
     if device == "cuda":
         kernels = "--device cuda --dtype float32,tf32,bfloat16 --ops step,cross_entropy_all --reps 20 "
         kernels += "--shapes icews --budget-s 10"
-    commands = {  # name: (limit in s, python's arguments, the dry run's flag)
-        "build": (90, "-m pip install --no-index --disable-pip-version-check --no-deps --no-build-isolation "
-                      "-e .", "--dry-run"),
-        "env": (7, "-m rotmem.env", ""),
-        "tests": (45, f"-m pytest tests/ops tests/test_sparse_grad.py -q -p no:cacheprovider -m 'not slow' "
-                      f"-rfE --gpu-subset --ignore tests/ops/test_triton_aot.py {xdist}", "--collect-only"),
-        "eval": (15, f"-m benchmarks.eval_speed --device cuda --out {o}/eval.csv", "--dry-run"),
-        "epoch": (48, "-m rotmem.cli fit --config icews05-15-romem-complex-rules --trainer.max_epochs 1 "
-                      "--trainer.check_val_every_n_epoch 1 --trainer.enable_progress_bar true "
-                      "--data.num_workers 8 --trainer.callbacks+=lightning_modules.step_profile.StepProfile "
-                      f"--trainer.callbacks.init_args.out {o}/profile.txt "
-                      f"--trainer.logger.init_args.save_dir {runs}", "--print_config"),
-        "kernels": (15, f"-m benchmarks.kernels {kernels} --out-dir {o}", ""),
-    }  # fmt: skip
-    env = {"build": {"MAX_JOBS": os.environ.get("MAX_JOBS", str(os.cpu_count()))}}  # ninja's jobs
-    # the evaluation imports from the checkout, whatever the build did
-    env["eval"] = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    max_jobs = os.environ.get("MAX_JOBS", str(os.cpu_count()))  # ninja's jobs in the build
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     kernel_lines = r"^.*(?:forward\+backward|^FAILED|^skipped|^provider).*$"
-    reports = {
-        "env": [(None, "^.+$", 100)],
-        "tests": [(None, "^.*(?:passed|failed|error|collected).*$", 1)],
-        "eval": [(None, "^.*(?:MRR|rank counts).*$", 100)],
-        "epoch": [(None, "[0-9.]*it/s|[0-9.]*s/it|val/time-aware/mrr[^,]*", 2),
-                  (out / "profile.txt", "^.*training steps from step.*$", 100)],
-        "kernels": [(out / f"kernels_{device}.md", kernel_lines, 100), (None, kernel_lines, 100)],
-    }  # fmt: skip
+
+    def step(name: str, limit_s: float, args: str, dry_flag: str = "", env=None, reports=()) -> Step:
+        """The step that runs ``python ARGS`` (``ARGS DRY_FLAG`` in the dry run)."""
+        argv = [python, *shlex.split(f"{args} {dry_flag if dry else ''}")]
+        return Step(name, limit_s, argv, env or {}, list(reports))
+
     return [
-        Step(name, limit, [python, *shlex.split(f"{args} {flag if dry else ''}")], env.get(name, {}),
-             reports.get(name, []))
-        for name, (limit, args, flag) in commands.items()
+        step("build", 90, "-m pip install --no-index --disable-pip-version-check --no-deps "
+             "--no-build-isolation -e .", "--dry-run", {"MAX_JOBS": max_jobs}),
+        step("env", 7, "-m rotmem.env", reports=[(None, "^.+$", 100)]),
+        step("tests", 45, "-m pytest tests/ops tests/test_sparse_grad.py -q -p no:cacheprovider "
+             f"-m 'not slow' -rfE --gpu-subset --ignore tests/ops/test_triton_aot.py {xdist}",
+             "--collect-only", reports=[(None, "^.*(?:passed|failed|error|collected).*$", 1)]),
+        # the evaluation imports from the checkout, whatever the build did
+        step("eval", 15, f"-m benchmarks.eval_speed --device cuda --out {o}/eval.csv", "--dry-run",
+             {"PYTHONPATH": pythonpath}, [(None, "^.*(?:MRR|rank counts).*$", 100)]),
+        step("epoch", 48, "-m rotmem.cli fit --config icews05-15-romem-complex-rules --trainer.max_epochs 1 "
+             "--trainer.check_val_every_n_epoch 1 --trainer.enable_progress_bar true --data.num_workers 8 "
+             "--trainer.callbacks+=lightning_modules.step_profile.StepProfile "
+             f"--trainer.callbacks.init_args.out {o}/profile.txt --trainer.logger.init_args.save_dir {runs}",
+             "--print_config", reports=[(None, "[0-9.]*it/s|[0-9.]*s/it|val/time-aware/mrr[^,]*", 2),
+                                        (out / "profile.txt", "^.*training steps from step.*$", 100)]),
+        step("kernels", 15, f"-m benchmarks.kernels {kernels} --out-dir {o}",
+             reports=[(out / f"kernels_{device}.md", kernel_lines, 100), (None, kernel_lines, 100)]),
     ]  # fmt: skip
 
 
@@ -129,74 +126,64 @@ def runs_in_process(argv: list[str], python: str | None) -> bool:
     return len(argv) > 2 if argv[1] in ("-m", "-c") else not argv[1].startswith("-")
 
 
-def run_python(args: list[str]) -> None:
-    """What ``python ARGS`` does, in this process: ``-m MODULE``, ``-c CODE`` or ``SCRIPT``."""
-    if args[0] == "-m":
-        sys.argv, sys.path[0] = ["-m", *args[2:]], os.getcwd()
-        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
-    elif args[0] == "-c":
-        sys.argv, sys.path[0] = ["-c", *args[2:]], ""
-        exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__"})
-    else:
-        sys.argv, sys.path[0] = list(args), str(Path(args[0]).resolve().parent)
-        runpy.run_path(args[0], run_name="__main__")
-
-
-def exit_code(error: SystemExit) -> int:
-    """The exit status the interpreter gives ``raise SystemExit(code)``."""
-    if error.code is None or isinstance(error.code, int):
-        return error.code or 0
-    print(error.code, file=sys.stderr)
-    return 1
-
-
-def child(step: Step, python: str | None, log: Path) -> None:
-    """In the forked child: run ``step``'s command with its output in ``log``, in this process when
-    ``python`` names the interpreter it starts (the dry run); never returns."""
-    os.setpgid(0, 0)
-    os.environ.update(step.env)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    argv = step.argv
-    if not runs_in_process(argv, python):
-        try:
-            os.execvp(argv[0], argv)
-        except OSError as error:
-            print(f"gpu_check: cannot run {argv[0]}: {error}", file=sys.stderr)
-            os._exit(127)
-    rc = 0
+def run_python(args: list[str]) -> int:
+    """What ``python ARGS`` does, in this process: ``-m MODULE``, ``-c CODE`` or ``SCRIPT``; returns the
+    exit status the interpreter would give."""
     try:
-        run_python(argv[1:])
-    except SystemExit as error:
-        rc = exit_code(error)
+        if args[0] == "-m":
+            sys.argv, sys.path[0] = ["-m", *args[2:]], os.getcwd()
+            runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+        elif args[0] == "-c":
+            sys.argv, sys.path[0] = ["-c", *args[2:]], ""
+            exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__"})
+        else:
+            sys.argv, sys.path[0] = list(args), str(Path(args[0]).resolve().parent)
+            runpy.run_path(args[0], run_name="__main__")
+    except SystemExit as error:  # the status of raise SystemExit(code)
+        if error.code is None or isinstance(error.code, int):
+            return error.code or 0
+        print(error.code, file=sys.stderr)
+        return 1
     except BaseException:
         traceback.print_exc()
-        rc = 1
-    with contextlib.suppress(BaseException):
-        atexit._run_exitfuncs()  # as an interpreter's exit would (loggers, temporary files)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):
-            stream.flush()
-    os._exit(rc)
+        return 1
+    return 0
 
 
 def start(step: Step, python: str | None, out: Path) -> int:
-    """Fork the child that runs ``step``; returns its pid."""
+    """Fork a child that runs ``step``'s command with its output in ``OUT/NAME.log``, in the child's
+    own process when ``python`` names the interpreter it starts (the dry run); returns its pid."""
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            child(step, python, out / f"{step.name}.log")
-        finally:
-            os._exit(1)
-    return pid
+    if pid := os.fork():
+        return pid
+    try:
+        os.setpgid(0, 0)
+        os.environ.update(step.env)
+        fd = os.open(out / f"{step.name}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        argv = step.argv
+        if not runs_in_process(argv, python):
+            try:
+                os.execvp(argv[0], argv)
+            except OSError as error:
+                print(f"gpu_check: cannot run {argv[0]}: {error}", file=sys.stderr)
+                os._exit(127)
+        rc = run_python(argv[1:])
+        with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()  # as an interpreter's exit would (loggers, temporary files)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(BaseException):
+                stream.flush()
+        os._exit(rc)
+    finally:
+        os._exit(1)
 
 
 def run_all(steps: list[Step], python: str | None, out: Path, jobs: int, done=None) -> dict[str, str]:
-    """Run every step, ``jobs`` at a time (``python``: see ``child``); ``{name: "RC in S s"}``, also
+    """Run every step, ``jobs`` at a time (``python``: see ``start``); ``{name: "RC in S s"}``, also
     written to ``OUT/NAME.result``; ``done(step, result)`` as each ends."""
     waiting, running, results = list(steps), {}, {}
     while waiting or running:
@@ -209,15 +196,11 @@ def run_all(steps: list[Step], python: str | None, out: Path, jobs: int, done=No
             seconds = time.monotonic() - started
             if not finished and seconds <= step.limit_s:
                 continue
-            if not finished:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                result = "124 (timed out)"
-            else:
-                result = str(os.waitstatus_to_exitcode(status))
-            with contextlib.suppress(ProcessLookupError):  # what the step left behind
+            with contextlib.suppress(ProcessLookupError):  # past its limit, or what the step left behind
                 os.killpg(pid, signal.SIGKILL)
+            if not finished:
+                os.waitpid(pid, 0)
+            result = str(os.waitstatus_to_exitcode(status)) if finished else "124 (timed out)"
             results[step.name] = f"{result} in {seconds:.1f} s"
             (out / f"{step.name}.result").write_text(results[step.name] + "\n")
             print(f"{step.name}: rc={results[step.name]}", flush=True)
@@ -311,9 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if Path(data).is_dir():
         os.environ["ROTMEM_DATA_DIR"] = str(Path(data).resolve())
-    steps = [
-        s for s in plan(args.python, out, args.dry_run, "cuda" if gpu else "cpu") if s.name in args.steps
-    ]
+    steps = plan(args.python, out, args.dry_run, "cuda" if gpu else "cpu")
+    steps = [s for s in steps if s.name in args.steps]
     failed = []
 
     def done(step: Step, result: str) -> None:

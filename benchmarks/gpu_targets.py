@@ -14,6 +14,7 @@ import argparse
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import product
 
 from benchmarks.kernels import ICEWS, Shape, bandwidth_shape, large_shape
 from benchmarks.runner import RESULTS, Benchmark, Row, command_line, commit_of, read_csv, write_csv
@@ -41,7 +42,6 @@ def cost(op: str, mode: str, shape: Shape, dtype: str) -> tuple[float, float, fl
     es, acc = BYTES[dtype], 4
     b, n, big_n = shape.batch, shape.n, shape.entities
     d = 2 * n
-    both = mode == "forward+backward"
     if op == "rotate":  # 5B rows (the contrastive loss): x [M, 2n], theta [M, n] -> y [M, 2n]
         m = 5 * b
         forward = (2 * d + n) * m * es, 0.0, (6 + SINCOS) * n * m
@@ -73,7 +73,7 @@ def cost(op: str, mode: str, shape: Shape, dtype: str) -> tuple[float, float, fl
         return tuple(sum(p[i] for p in parts) for i in range(3))
     else:
         raise ValueError(f"unknown op {op!r}")
-    if not both:
+    if mode == "forward":
         return forward
     return tuple(f + g for f, g in zip(forward, backward, strict=True))
 
@@ -104,17 +104,15 @@ def targets(args: argparse.Namespace) -> Iterator[Row]:
     if occ := occupancies():
         write_csv(out / "gpu_occupancy.csv", occ, command, commit)
     for shape, ops in SHAPES.items():
-        for op in ops:
-            for mode in ("forward", "forward+backward"):
-                for dtype in BYTES:
-                    nbytes, matmul, elementwise = cost(op, mode, shape, dtype)
-                    row = {"op": op, "mode": mode, "shape": shape.name, "B": shape.batch, "n": shape.n,
-                           "N": shape.entities, "dtype": dtype, "bytes": int(nbytes),
-                           "matmul_flop": int(matmul), "elementwise_flop": int(elementwise)}  # fmt: skip
-                    for gpu in GPUS:
-                        seconds, bound = roofline_s(gpu, dtype, nbytes, matmul, elementwise)
-                        row |= {f"{gpu.name}_us": round(seconds * 1e6, 2), f"{gpu.name}_bound": bound}
-                    yield row
+        for op, mode, dtype in product(ops, ("forward", "forward+backward"), BYTES):
+            nbytes, matmul, elementwise = cost(op, mode, shape, dtype)
+            row = {"op": op, "mode": mode, "shape": shape.name, "B": shape.batch, "n": shape.n,
+                   "N": shape.entities, "dtype": dtype, "bytes": int(nbytes), "matmul_flop": int(matmul),
+                   "elementwise_flop": int(elementwise)}  # fmt: skip
+            for gpu in GPUS:
+                seconds, bound = roofline_s(gpu, dtype, nbytes, matmul, elementwise)
+                row |= {f"{gpu.name}_us": round(seconds * 1e6, 2), f"{gpu.name}_bound": bound}
+            yield row
 
 
 def epoch_floor() -> list[Row]:

@@ -1,7 +1,8 @@
 """What the kernel and training benchmarks share: the training step they time, the CPU's peak memory,
-the demo config's history term and a quiet Lightning trainer.
+the demo config's history term and model, and a quiet Lightning trainer.
 """
 
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -22,11 +23,30 @@ def demo_history():
     return HistorySpec(slot_windows=slots, pair_windows=pairs, rule_windows=rules)
 
 
+def demo_module(kg, batch_size: int, dim: int, history: bool = True, drop_last: bool = False, **family):
+    """``(data module, Phase2Module)``: the demo config's family (``RoMemComplEx`` at ``dim``,
+    ``family``: its other settings, weights drawn after ``torch.manual_seed(0)``) with its history term
+    (unless ``history`` is False) and its regularisers (N3 1e-3, smoothness 1), trained on ``kg`` in
+    batches of ``batch_size`` facts without negative days (so no time term)."""
+    from lightning_modules.kg_data import TemporalKGDataModule
+    from lightning_modules.phase2 import Phase2Module
+    from rotmem.models import RoMemComplEx
+
+    data = TemporalKGDataModule(kg=kg, batch_size=batch_size, num_negative_times=0, drop_last=drop_last)
+    torch.manual_seed(0)
+    shape = dict(tau0=data.tau0, num_days=data.num_days, dim=dim)
+    model = RoMemComplEx(data.num_entities, data.num_relations, **shape, **family)
+    objective = dict(regularizer="modulus3", regularizer_weight=1e-3, smoothness_weight=1.0, time_weight=0.0)
+    return data, Phase2Module(model, history=demo_history() if history else None, **objective)
+
+
 def quiet_trainer(root: str, **settings):
     """A Lightning trainer without logger, checkpoints, progress bar, summary or validation, on one
-    device (``settings`` override: ``max_epochs``, ``accelerator``, ``callbacks``, ...)."""
+    device (``settings`` override: ``max_epochs``, ``accelerator``, ``callbacks``, ...); Lightning's
+    warning that a data loader has few workers silenced."""
     import pytorch_lightning as pl
 
+    warnings.filterwarnings("ignore", ".*does not have many workers.*")
     quiet = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, limit_val_batches=0)
     quiet |= dict(enable_model_summary=False, default_root_dir=root, devices=1, accelerator="cpu")
     return pl.Trainer(**(quiet | settings))

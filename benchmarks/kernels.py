@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 import torch
 
@@ -34,7 +35,7 @@ from benchmarks.runner import (
     command_line,
     interleaved,
     spread,
-    synchronize,
+    timed,
 )
 from rotmem.ops import ce_tiles, native, reference
 from rotmem.ops.backend import _load, available
@@ -43,12 +44,11 @@ from rotmem.ops.linear_cross_entropy import linear_cross_entropy
 OPS = ("rotate", "unrotated_query_indexed", "cross_entropy_all", "n3", "score_all", "step")
 MODES = ("forward", "backward", "forward+backward")
 DEFAULT_PROVIDERS = ("eager", "compile", "native", "triton", "linear", "liger", "cce")
-PROVIDERS = (*DEFAULT_PROVIDERS, "native+compile")
 STEP_PROVIDERS = ("native-recompute", "native-dense", "matmul-floor")  # variants of the native step
 CPU_ISAS = ("avx512", "avx2", "baseline")  # native-<isa>: the native ops under that instruction set
+PROVIDERS = (*DEFAULT_PROVIDERS, "native+compile", *STEP_PROVIDERS, *(f"native-{isa}" for isa in CPU_ISAS))
 CE_OPS = ("cross_entropy_all", "step")  # the ops the cross-entropy providers time
-PRECISIONS = {"float32": (torch.float32, False), "tf32": (torch.float32, True)}
-PRECISIONS["bfloat16"] = (torch.bfloat16, False)
+PRECISIONS = {"float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16}  # tf32: on a GPU
 COLUMNS = ("op", "mode", "provider", "shape", "dtype", "device", "threads", "ms_median", "ms_p20", "ms_p80",
            "peak_mem_mb", "gb_per_s")  # fmt: skip
 COMPILE_SHAPES = ("quick", "icews05-15", "bandwidth")  # compiling at the large shape takes minutes
@@ -81,7 +81,7 @@ def bandwidth_shape(rows: int) -> Shape:
 
 def make_inputs(op: str, shape: Shape, precision: str, device: str) -> tuple[list, list[int]]:
     """Arguments of ``op`` at ``shape`` and the positions of those that take gradients."""
-    dtype = PRECISIONS[precision][0]
+    dtype = PRECISIONS[precision]
     g = torch.Generator().manual_seed(0)
     B, n, N, R = shape.batch, shape.n, shape.entities, shape.relations
 
@@ -95,12 +95,12 @@ def make_inputs(op: str, shape: Shape, precision: str, device: str) -> tuple[lis
         return torch.tensor(value, device=device, dtype=dtype)
 
     days = (TAU0 + torch.randint(0, 4017, (B,), generator=g).double()).to(device, dtype)
+    spectrum = [scalar(math.log(0.05)), scalar(9.21)]  # log s, log base
     if op == "rotate":  # the time-contrastive loss rotates B facts at 1 + J = 5 times
         return [uniform(5 * B, 2 * n), uniform(5 * B, n, scale=math.pi)], [0, 1]
     if op == "unrotated_query_indexed":
         tables = [uniform(N, 2 * n), uniform(R, 2 * n), uniform(R, 2 * n)]
         alpha = torch.rand(B, generator=g).to(device, dtype)
-        spectrum = [scalar(math.log(0.05)), scalar(9.21)]
         return [*tables, ids(N), ids(R), days, alpha, *spectrum, TAU0], [0, 1, 2, 6, 7, 8]
     if op in ("cross_entropy_all", "score_all"):
         args = [uniform(B, 2 * n, scale=1.0), uniform(N, 2 * n), ids(N)]
@@ -109,7 +109,6 @@ def make_inputs(op: str, shape: Shape, precision: str, device: str) -> tuple[lis
         return [uniform(B, 2 * n) for _ in range(4)], [0, 1, 2, 3]
     if op == "step":
         tables = [uniform(N, 2 * n), uniform(R, 2 * n), uniform(R, 2 * n), scalar(0.0).expand(R).clone()]
-        spectrum = [scalar(math.log(0.05)), scalar(9.21)]
         return [*tables, *spectrum, ids(N), ids(R), ids(N), days], [0, 1, 2, 3, 4, 5]
     raise ValueError(f"unknown op {op!r}; expected one of {OPS}")
 
@@ -127,28 +126,13 @@ def op_function(op: str, ops_module, provider: str = "") -> Callable:
 
 def recomputed(fn: Callable) -> Callable:
     """``fn`` with the cross-entropy's gradients recomputed in backward, not made in the forward sweep."""
-
-    def run(*args):
-        chosen, ce_tiles.CE_GRAD_IN_FORWARD = ce_tiles.CE_GRAD_IN_FORWARD, False
-        try:
-            return fn(*args)
-        finally:
-            ce_tiles.CE_GRAD_IN_FORWARD = chosen
-
-    return run
+    return mock.patch.object(ce_tiles, "CE_GRAD_IN_FORWARD", False)(fn)
 
 
 def in_isa(provider: str, fn: Callable) -> Callable:
     """``fn`` under the CPU instruction set ``provider`` forces (``native-avx2``: AVX2), else ``fn``."""
     isa = provider.removeprefix("native-")
-    if isa not in CPU_ISAS:
-        return fn
-
-    def run(*args):
-        with native.forced_cpu_isa(isa):
-            return fn(*args)
-
-    return run
+    return native.forced_cpu_isa(isa)(fn) if isa in CPU_ISAS else fn  # a context manager as decorator
 
 
 _FLOOR: dict[tuple, tuple] = {}
@@ -236,24 +220,19 @@ _GRADS: dict[tuple, torch.Tensor] = {}
 
 
 def run_once(fn: Callable, args: list, grad_idx: list[int], mode: str, device: str) -> float:
-    """Milliseconds of one ``mode`` run of ``fn(*args)``."""
-    if mode == "backward":
-        out = fn(*args)
-        synchronize(device)
-    start = time.perf_counter()
-    if mode == "forward":
-        with torch.no_grad():
-            out = fn(*args)
-    elif mode == "forward+backward":
-        out = fn(*args)
-    if mode != "forward" and out.requires_grad:  # (the matmul floor has no graph)
-        key = (tuple(out.shape), out.dtype, out.device)
-        if key not in _GRADS:
-            _GRADS[key] = torch.ones_like(out) if out.dim() == 0 else torch.randn_like(out)
-        grad = _GRADS[key]
-        torch.autograd.grad(out, [args[i] for i in grad_idx], grad)
-    synchronize(device)
-    return (time.perf_counter() - start) * 1e3
+    """Milliseconds of one ``mode`` run of ``fn(*args)`` (``backward``: after an untimed forward)."""
+    forward = fn(*args) if mode == "backward" else None
+
+    def run() -> None:
+        with torch.set_grad_enabled(mode != "forward"):
+            out = fn(*args) if forward is None else forward
+        if mode != "forward" and out.requires_grad:  # (the matmul floor has no graph)
+            key = (tuple(out.shape), out.dtype, out.device)
+            if key not in _GRADS:
+                _GRADS[key] = torch.ones_like(out) if out.dim() == 0 else torch.randn_like(out)
+            torch.autograd.grad(out, [args[i] for i in grad_idx], _GRADS[key])
+
+    return timed(run, device)
 
 
 def peak_memory_mb(fn: Callable, args: list, grad_idx: list[int], mode: str, device: str) -> float:
@@ -261,27 +240,11 @@ def peak_memory_mb(fn: Callable, args: list, grad_idx: list[int], mode: str, dev
     run = partial(run_once, fn, args, grad_idx, "forward+backward" if mode == "backward" else mode, device)
     if device != "cuda":
         return cpu_peak_bytes(run) / 2**20
-    synchronize(device)
+    torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     run()
     return (torch.cuda.max_memory_allocated() - base) / 2**20
-
-
-def failure_line(op, mode, provider, shape, dtype, error: BaseException) -> str:
-    message = str(error).strip().splitlines()
-    line = f"FAILED {shape.label()} {dtype} {op} {mode} {provider}: {type(error).__name__}: "
-    line += message[0] if message else ""
-    print(line, file=sys.stderr, flush=True)
-    return line
-
-
-def row(op, mode, provider, shape, dtype, device, times, peak_mb, nbytes=None) -> Row:
-    median = statistics.median(times)
-    return {"op": op, "mode": mode, "provider": provider, "shape": shape.label(), "dtype": dtype,
-            "device": device, "threads": torch.get_num_threads() if device == "cpu" else "", **spread(times),
-            "peak_mem_mb": round(peak_mb, 3),
-            "gb_per_s": "" if nbytes is None else round(nbytes / (median * 1e-3) / 1e9, 2)}  # fmt: skip
 
 
 def measure_op(op, shape, dtype, device, providers, modes, reps, warmup) -> tuple[list[Row], list[str]]:
@@ -299,12 +262,15 @@ def measure_op(op, shape, dtype, device, providers, modes, reps, warmup) -> tupl
     for mode in modes:
 
         def drop(name: str, error: Exception, mode: str = mode) -> None:  # reported; the exit code is 1
-            failures.append(failure_line(cases[name][0], mode, name, shape, dtype, error))
+            message = str(error).strip().splitlines()
+            line = f"FAILED {shape.label()} {dtype} {cases[name][0]} {mode} {name}: {type(error).__name__}: "
+            failures.append(line + (message[0] if message else ""))
+            print(failures[-1], file=sys.stderr, flush=True)
             del cases[name]
 
-        timed = {n: c for n, c in cases.items() if n != "matmul-floor" or mode == "forward+backward"}
+        here = {n: c for n, c in cases.items() if n != "matmul-floor" or mode == "forward+backward"}
         timers = {
-            n: in_isa(n, partial(run_once, fn, a, grad_idx, mode, device)) for n, (_, fn, a) in timed.items()
+            n: in_isa(n, partial(run_once, fn, a, grad_idx, mode, device)) for n, (_, fn, a) in here.items()
         }
         times = interleaved(timers, reps, warmup, drop)
         peak = {n: in_isa(n, partial(peak_memory_mb, *cases[n][1:], grad_idx, mode, device)) for n in times}
@@ -312,8 +278,11 @@ def measure_op(op, shape, dtype, device, providers, modes, reps, warmup) -> tupl
         for name in peaks:
             label, _, (x, *rest) = cases[name]
             nbytes = (2 * x.numel() + (rest[0].numel() if label == "rotate" else 0)) * x.element_size()
-            rows.append(row(label, mode, name, shape, dtype, device, times[name], peaks[name][0],
-                            nbytes if shape.name == "bandwidth" else None))  # fmt: skip
+            gb_per_s = nbytes / (statistics.median(times[name]) * 1e-3) / 1e9
+            rows.append({"op": label, "mode": mode, "provider": name, "shape": shape.label(), "dtype": dtype,
+                         "device": device, "threads": torch.get_num_threads() if device == "cpu" else "",
+                         **spread(times[name]), "peak_mem_mb": round(peaks[name][0], 3),
+                         "gb_per_s": round(gb_per_s, 2) if shape.name == "bandwidth" else ""})  # fmt: skip
     return rows, failures
 
 
@@ -363,7 +332,7 @@ def run_job(job: Job, device: str, providers, reps: int, warmup: int, modes=MODE
         modes, reps, warmup = on_gpu if device == "cuda" else (("forward+backward",), 1, 0)
     if job.shape.name == "bandwidth":
         modes = ("forward",)
-    with tf32_products(PRECISIONS[job.dtype][1] and device == "cuda"):
+    with tf32_products(job.dtype == "tf32" and device == "cuda"):
         return measure_op(job.op, job.shape, job.dtype, device, providers, modes, reps, warmup)
 
 
@@ -372,11 +341,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", type=comma_list(PRECISIONS), default="float32", help="tf32: on cuda")
     parser.add_argument("--shapes", type=comma_list(("icews", "large")), default="icews,large")
     parser.add_argument("--ops", type=comma_list(OPS), default=",".join(OPS))
-    parser.add_argument(
-        "--providers",
-        type=comma_list(PROVIDERS + STEP_PROVIDERS + tuple(f"native-{isa}" for isa in CPU_ISAS)),
-        default=",".join(DEFAULT_PROVIDERS),
-    )
+    parser.add_argument("--providers", type=comma_list(PROVIDERS), default=",".join(DEFAULT_PROVIDERS))
     parser.add_argument("--modes", type=comma_list(MODES), default=",".join(MODES))
     parser.add_argument("--reps", type=int, default=None, help="timed reps (default 10 on CPU, 50 on GPU)")
     add_threads(parser)

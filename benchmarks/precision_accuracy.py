@@ -13,19 +13,15 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 import argparse
 import dataclasses
 import tempfile
-import warnings
 from collections.abc import Iterator
 
 import pytorch_lightning as pl
 import torch
 
-from benchmarks.harness import demo_history, quiet_trainer
+from benchmarks.harness import demo_module, quiet_trainer
 from benchmarks.runner import Benchmark, Row, comma_list
-from lightning_modules.kg_data import TemporalKGDataModule
-from lightning_modules.phase2 import Phase2Module
 from rotmem import load_dataset
 from rotmem.evaluation import evaluate_all
-from rotmem.models import RoMemComplEx
 
 PRECISIONS = ("32-true", "tf32", "bf16-mixed")
 # the demo config's family (icews05-15-romem-complex-rules) at a rank the CPU trains in minutes
@@ -35,11 +31,7 @@ FAMILY = dict(speed="constant", init_scale=0.01, init_s=1.0, init_base=10000.0)
 def train_and_evaluate(kg, precision: str, rank: int, epochs: int, accelerator: str, root: str) -> dict:
     pl.seed_everything(0, verbose=False)
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-    data = TemporalKGDataModule(kg=kg, batch_size=500, num_negative_times=0)
-    shape = dict(tau0=data.tau0, num_days=data.num_days, dim=2 * rank)
-    family = RoMemComplEx(data.num_entities, data.num_relations, **shape, **FAMILY)
-    objective = dict(regularizer="modulus3", regularizer_weight=1e-3, smoothness_weight=1.0, time_weight=0.0)
-    module = Phase2Module(family, history=demo_history(), **objective)
+    data, module = demo_module(kg, 500, 2 * rank, **FAMILY)
     precision = "32-true" if precision == "tf32" else precision
     trainer = quiet_trainer(root, max_epochs=epochs, precision=precision, accelerator=accelerator)
     trainer.fit(module, datamodule=data)
@@ -60,7 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
-    warnings.filterwarnings("ignore", ".*does not have many workers.*")
     kg = load_dataset("icews05-15")
     if args.facts:
         kg = dataclasses.replace(kg, train=kg.train[: args.facts])

@@ -16,13 +16,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from benchmarks.runner import Benchmark, Row, add_threads, comma_list, save, subplots
+from benchmarks.runner import Benchmark, Row, add_threads, comma_list, save, subplots, timed
 
 FIELDS = (
     "section", "graph", "entities", "dim", "mode", "ranks", "threads_per_rank", "batch", "steps",
@@ -157,8 +158,9 @@ def train_section(args) -> Iterator[dict]:
                        threads_per_rank=threads, batch=batch, steps=steps, **run_training(spec))  # fmt: skip
 
 
-def eval_one_size(entities: int, dim: int, k: int, test_facts: int) -> list[dict]:
-    """Fused and eager evaluation of ``test_facts`` facts of a synthetic graph of ``entities``."""
+def eval_section(args) -> Iterator[dict]:
+    """Fused and eager evaluation of 500 test facts of synthetic graphs of growing N (eager in batches
+    of ``min(1000, 10^8 / N)`` queries): seconds and the growth of torch-allocated memory."""
     from benchmarks.harness import cpu_peak_bytes
     from rotmem.data import TemporalKG
     from rotmem.data.large_synthetic import SyntheticGraph
@@ -166,38 +168,22 @@ def eval_one_size(entities: int, dim: int, k: int, test_facts: int) -> list[dict
     from rotmem.evaluation.ranking import answer_filters
     from rotmem.models.romem import RoMem
 
-    graph = SyntheticGraph(entities, 20, seed=0)
-    facts = torch.from_numpy(graph.facts(0, 200_000 + test_facts))
-    names = [f"e{i}" for i in range(entities)], [f"r{i}" for i in range(20)]
-    kg = TemporalKG(f"synthetic-{entities}", *names, facts[:200_000], facts[:0], facts[200_000:])
-    model = RoMem(entities, 20, dim=dim, k=k, tau0=float(graph.first_day))
-    answer_filters(kg, FILTERS)  # the filter index is made once, before timing
-    rows = []
-    for fused in (True, False):
-        batch = 1000 if fused else min(1000, 10**8 // entities)
-
-        def run(fused: bool = fused, batch: int = batch) -> None:
-            evaluate_all(model, kg, "test", FILTERS, batch, fused=fused)
-
-        start = time.perf_counter()
-        run()
-        seconds = time.perf_counter() - start
-        rows.append(
-            {
-                "graph": kg.name, "entities": entities, "dim": dim, "seconds": seconds,
-                "evaluator": "fused" if fused else "eager", "queries": 2 * test_facts, "eval_batch": batch,
-                "peak_alloc_mb": cpu_peak_bytes(run) / 2**20,
-            }
-        )  # fmt: skip
-    return rows
-
-
-def eval_section(args) -> Iterator[dict]:
     sizes = (10_000, 30_000, 100_000, 300_000, 1_000_000) if not args.quick else (1000, 3000)
     dim, k, test_facts = (500, 3, 500) if not args.quick else (32, 1, 100)
     for entities in sizes:
-        for row in eval_one_size(entities, dim, k, test_facts):
-            yield dict(section="eval", mode="one", ranks=1, threads_per_rank=args.threads, **row)
+        graph = SyntheticGraph(entities, 20, seed=0)
+        facts = torch.from_numpy(graph.facts(0, 200_000 + test_facts))
+        names = [f"e{i}" for i in range(entities)], [f"r{i}" for i in range(20)]
+        kg = TemporalKG(f"synthetic-{entities}", *names, facts[:200_000], facts[:0], facts[200_000:])
+        model = RoMem(entities, 20, dim=dim, k=k, tau0=float(graph.first_day))
+        answer_filters(kg, FILTERS)  # the filter index is made once, before timing
+        for fused in (True, False):
+            batch = 1000 if fused else min(1000, 10**8 // entities)
+            run = partial(evaluate_all, model, kg, "test", FILTERS, batch, fused=fused)
+            yield dict(section="eval", graph=kg.name, entities=entities, dim=dim, mode="one", ranks=1,
+                       threads_per_rank=args.threads, seconds=timed(run) / 1e3,
+                       evaluator="fused" if fused else "eager", queries=2 * test_facts, eval_batch=batch,
+                       peak_alloc_mb=cpu_peak_bytes(run) / 2**20)  # fmt: skip
 
 
 def plot(rows: list[dict], path: Path) -> None:

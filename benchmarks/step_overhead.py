@@ -13,20 +13,16 @@ import argparse
 import statistics
 import tempfile
 import time
-import warnings
 from collections.abc import Iterator
 
 import pytorch_lightning as pl
 import torch
 
-from benchmarks.harness import demo_history, quiet_trainer
+from benchmarks.harness import demo_module, quiet_trainer
 from benchmarks.runner import Benchmark, Row, add_threads, comma_list, machine, spread
-from lightning_modules.kg_data import TemporalKGDataModule
-from lightning_modules.phase2 import Phase2Module
 from rotmem.data import TemporalKG
 from rotmem.host_syncs import HostSyncCounter
 from rotmem.losses import one_vs_all_loss
-from rotmem.models import RoMemComplEx
 
 VARIANTS = ("counts-in-step", "counts-in-loader", "no-history")
 
@@ -54,17 +50,6 @@ class StepTimer(pl.Callback):
         self.steps.append((time.perf_counter() - self._start) * 1e3)
 
 
-def make(variant: str, kg: TemporalKG, dim: int, batch: int) -> tuple[TemporalKGDataModule, Phase2Module]:
-    data = TemporalKGDataModule(kg=kg, batch_size=batch, num_negative_times=0, drop_last=True)
-    history = None if variant == "no-history" else demo_history()
-    torch.manual_seed(0)
-    family = RoMemComplEx(
-        data.num_entities, data.num_relations, tau0=data.tau0, num_days=data.num_days, dim=dim
-    )
-    regularizer = dict(regularizer="modulus3", regularizer_weight=1e-3, smoothness_weight=1.0)
-    return data, Phase2Module(family, history=history, **regularizer)
-
-
 def run_epoch(variant: str, data, module, root: str) -> tuple[list[float], list[float]]:
     """One epoch through Lightning: the steps' and the batches' ms (the first step, which checks the days'
     range once, left out)."""
@@ -80,18 +65,16 @@ def run_epoch(variant: str, data, module, root: str) -> tuple[list[float], list[
         return out
 
     data.make_batch = timed_batch
-    if variant == "counts-in-step":  # what every step did before the loader made the counts
-        module.setup = _without_loader_counts(module.setup, data)
-    trainer.fit(module, datamodule=data)
-    return timer.steps[1:], batch_ms[1:]
+    setup = module.setup
 
-
-def _without_loader_counts(setup, data):
-    def wrapped(stage: str) -> None:
+    def setup_without_loader_counts(stage: str) -> None:
         setup(stage)
         data.history = None
 
-    return wrapped
+    if variant == "counts-in-step":  # what every step did before the loader made the counts
+        module.setup = setup_without_loader_counts
+    trainer.fit(module, datamodule=data)
+    return timer.steps[1:], batch_ms[1:]
 
 
 def syncs_per_step(variant: str, data, module) -> int:
@@ -119,9 +102,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
     variants = args.variants
-    warnings.filterwarnings("ignore", ".*does not have many workers.*")
     kg = random_kg(args.entities, args.relations, args.facts, 4000, seed=0)
-    built = {v: make(v, kg, args.dim, args.batch) for v in variants}
+    built = {v: demo_module(kg, args.batch, args.dim, v != "no-history", drop_last=True) for v in variants}
     steps: dict[str, list[float]] = {v: [] for v in variants}
     batches: dict[str, list[float]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as root:
