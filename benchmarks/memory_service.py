@@ -37,6 +37,7 @@ NAMESPACE, CRASH_NAMESPACE = "load", "crash"
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 PLACEMENTS = ("process", "in-process")  # rotmem serve's encoder: a worker process, or --encoder-in-process
 RETRIEVERS = ("best", "temporal")  # rotmem serve --retriever: BestMemory (the default), or TemporalMemory
+JSON = "application/json"
 ENCODER_THREADS = 1  # the server's --encoder-threads: the 2 cores run the server, the encoder and the clients
 
 
@@ -219,6 +220,13 @@ class Server:
         values = dict(line.split() for line in text.splitlines() if line.startswith(prefix))
         return float(values[f"{prefix}count"]), float(values[f"{prefix}sum"])
 
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds used so far by the server and by its child processes (the encoder's worker)."""
+        tasks = Path(f"/proc/{self.process.pid}/task")
+        files = [task / "children" for task in tasks.iterdir()] if tasks.is_dir() else []
+        children = [int(pid) for file in files if file.is_file() for pid in file.read_text().split()]
+        return cpu_seconds(self.process.pid), sum(cpu_seconds(pid) for pid in children)
+
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
@@ -240,8 +248,44 @@ def make_keys(folder: Path) -> tuple[Path, dict[str, str]]:
     return folder / "keys.json", tokens
 
 
-async def client_loop(client, stop_at: float, rng: random.Random, seq: list[int], out: dict, prefix: str,
-                      adds: float) -> None:  # fmt: skip
+class KeepAlive:
+    """One client's keep-alive HTTP/1.1 connection, written on asyncio's streams: a request costs the
+    shared machine about a tenth of httpx's CPU, which the server and its encoder then have
+    (docs/memory.md). ``post`` returns the status; after an error the next call connects again."""
+
+    def __init__(self, url: str, token: str):
+        self.host, port = url.removeprefix("http://").split(":")
+        self.port = int(port)
+        self.head = f"Host: {self.host}\r\nAuthorization: Bearer {token}\r\nContent-Type: {JSON}\r\n"
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: dict, timeout: float = 60) -> int:
+        try:
+            async with asyncio.timeout(timeout):
+                if self.writer is None:
+                    self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+                data = json.dumps(body).encode()
+                request = f"POST {path} HTTP/1.1\r\n{self.head}Content-Length: {len(data)}\r\n\r\n"
+                self.writer.write(request.encode() + data)
+                head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
+                length = head.partition("content-length:")[2].partition("\r\n")[0]
+                if not length.strip():
+                    raise ConnectionError(f"no Content-Length in the response to {path}")
+                await self.reader.readexactly(int(length))
+                return int(head[9:12])
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+async def client_loop(client: KeepAlive, stop_at: float, rng: random.Random, seq: list[int], out: dict,
+                      prefix: str, adds: float) -> None:  # fmt: skip
     while time.perf_counter() < stop_at:
         if rng.random() < adds:
             seq[0] += 1
@@ -252,12 +296,12 @@ async def client_loop(client, stop_at: float, rng: random.Random, seq: list[int]
             kind, path, body = "search", "/v1/search", {"question": question(rng), "k": 15}
         start = time.perf_counter()
         try:
-            response = await client.post(path, json=body)
+            status = await client.post(path, body)
         except Exception:  # the server was killed: not acknowledged
             out["errors"] += 1
             await asyncio.sleep(0.05)
             continue
-        if response.status_code == 200:
+        if status == 200:
             out[kind].append(time.perf_counter() - start)
             if kind == "add":
                 out["acknowledged"].append((sid, body["facts"][0]["object"]))
@@ -268,17 +312,28 @@ async def client_loop(client, stop_at: float, rng: random.Random, seq: list[int]
 async def run_clients(
     url: str, token: str, clients: int, seconds: float, prefix: str, adds: float = 0.1
 ) -> dict:
-    import httpx
-
+    """``clients`` concurrent loops of requests (90 % searches, ``adds`` of them adds) for ``seconds``,
+    each on its own connection: their latencies (s), errors and acknowledged adds."""
     out = {"search": [], "add": [], "errors": 0, "acknowledged": []}
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as client:
-        stop_at, seq = time.perf_counter() + seconds, [0]
-        loops = [client_loop(client, stop_at, random.Random(i), seq, out, f"{prefix}c{i}-", adds)
-                 for i in range(clients)]  # fmt: skip
+    connections = [KeepAlive(url, token) for _ in range(clients)]
+    stop_at, seq = time.perf_counter() + seconds, [0]
+    loops = [client_loop(connection, stop_at, random.Random(i), seq, out, f"{prefix}c{i}-", adds)
+             for i, connection in enumerate(connections)]  # fmt: skip
+    try:
         await asyncio.gather(*loops)
+    finally:
+        for connection in connections:
+            connection.close()
     return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU seconds (user + system) process ``pid`` has used (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_load(
@@ -294,7 +349,9 @@ def run_load(
         for clients, adds in [(clients, 0.1) for clients in args.clients] + [(at, 1.0)]:
             calls, texts = server.batches()
             prefix = f"{backend}-{run}-n{clients}-{adds}-"
+            cpu_before = (*server.cpu(), time.process_time())  # server, encoder worker, clients
             out = asyncio.run(run_clients(server.url, tokens[NAMESPACE], clients, args.seconds, prefix, adds))
+            cpu_used = np.subtract((*server.cpu(), time.process_time()), cpu_before)
             calls_after, texts_after = server.batches()
             asked = "fact" if adds >= 1 else "question"  # what the level's encoder calls mostly hold
             mean_batch = (texts_after - texts) / max(calls_after - calls, 1)
@@ -309,6 +366,9 @@ def run_load(
                 **{f"{k}_p{q}_ms": round(p(ms[k], q), 1) for k in ("search", "add") for q in (50, 95, 99)},
                 "encoder_calls": int(calls_after - calls), "mean_batch": round(mean_batch, 2),
                 "encoder_bound_per_s": round(encoder_bound(curve, asked, mean_batch), 1),
+                "server_cpu_cores": round(cpu_used[0] / args.seconds, 2),
+                "worker_cpu_cores": round(cpu_used[1] / args.seconds, 2),
+                "clients_cpu_cores": round(cpu_used[2] / args.seconds, 2),
             })  # fmt: skip
             print(rows[-1], flush=True)
     finally:
