@@ -11,6 +11,7 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.locomo (from the checkout's root)")
 
 import argparse
+import itertools
 import math
 import os
 import re
@@ -18,7 +19,7 @@ import statistics
 import string
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -82,18 +83,21 @@ def observation_fact(observation: Observation, day: int) -> ExtractedFact:
     )
 
 
-def session_input(
-    conversation: Conversation, session: Session, *, observations: bool = True, summaries: bool = True
-) -> dict[str, Any]:
-    """``TemporalMemory.add_sessions`` input for one LoCoMo session."""
+def turns_input(conversation: Conversation, session: Session) -> dict[str, Any]:
+    """``add_sessions`` input of one LoCoMo session's turns: ``"speaker: text"`` with their ids (README)."""
     return dict(
         session_id=f"{conversation.sample_id}/session_{session.n}",
-        facts=[observation_fact(o, session.day) for o in session.observations] if observations else [],
-        date=session.day,
-        text=None,
-        turns=[f"{t.speaker}: {t.text}" for t in session.turns],  # README
+        turns=[f"{t.speaker}: {t.text}" for t in session.turns],
         turn_ids=[t.dia_id for t in session.turns],
-        summaries=[session.summary] if summaries and session.summary else [],
+    )
+
+
+def session_input(conversation: Conversation, session: Session) -> dict[str, Any]:
+    """``TemporalMemory.add_sessions`` input for one LoCoMo session."""
+    return turns_input(conversation, session) | dict(
+        facts=[observation_fact(o, session.day) for o in session.observations],
+        date=session.day,
+        summaries=[session.summary] if session.summary else [],
     )
 
 
@@ -110,11 +114,7 @@ class Memories:
         self.full = TemporalMemory(encoder=encoder, verify=False)  # observations + turns + summaries
         add_conversation(self.full, conversation)
         self.turns = TEMStore(encoder=encoder, verify=False)
-        self.turns.add_sessions([
-            {k: v for k, v in session_input(conversation, s, observations=False, summaries=False).items()
-             if k not in ("date", "text")}
-            for s in conversation.sessions
-        ])  # fmt: skip
+        self.turns.add_sessions(turns_input(conversation, s) for s in conversation.sessions)
         self.fit_s = None
         if fit is not None:
             with torch_threads(fit_threads):
@@ -132,23 +132,21 @@ class Memories:
 
     def retrieve(self, config: str, question: str, day: int, vector: np.ndarray, k: int):
         """``(id sets in score order, render(n))`` of ``config``'s top ``k``."""
-        if config == "dense-turns":
-            found = self.turns.retrieve_turns(question, k=k, kind="turn")
-            found = sorted(found, key=lambda p: -(p.score or 0))
-            return [p.sources for p in found], lambda n: "\n".join(p.text for p in found[:n])
-        if config == "bm25-turns":
-            found = [self.turn_rows[i] for i in np.argsort(-self.bm25.scores(question), kind="stable")[:k]]
-            return [p.sources for p in found], lambda n: "\n".join(p.text for p in found[:n])
+        if config in self.hybrid:
+            units = self.hybrid[config].ranked(question, k=k, vector=vector, now=day)
+            return [u.ids for u in units], lambda n: render_evidence(units[:n])
         if config == "tem-observations":
             found = sorted(self.full.store.retrieve(question, k=k), key=lambda r: -(r.score or 0))
             return [r.sources for r in found], lambda n: self.full.store.render(found[:n], show_session=False)
         if config == "temporal-observations":
             found = sorted(self.full.retrieve(question, k=k, now=day), key=lambda r: -r.score)
             return [r.record.sources for r in found], lambda n: self.full.render(found[:n])
-        if config in self.hybrid:
-            units = self.hybrid[config].ranked(question, k=k, vector=vector, now=day)
-            return [u.ids for u in units], lambda n: render_evidence(units[:n])
-        raise ValueError(f"unknown configuration {config!r}; expected one of {CONFIGS}")
+        if config == "dense-turns":
+            found = self.turns.retrieve_turns(question, k=k, kind="turn")
+            found = sorted(found, key=lambda p: -(p.score or 0))
+        else:  # bm25-turns
+            found = [self.turn_rows[i] for i in np.argsort(-self.bm25.scores(question), kind="stable")[:k]]
+        return [p.sources for p in found], lambda n: "\n".join(p.text for p in found[:n])
 
     def close(self) -> None:
         self.full.close()
@@ -199,8 +197,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     known = [c.sample_id for c in conversations]
     if unknown := sorted(set(args.conversations or ()) - set(known)):
         raise SystemExit(f"unknown conversation(s) {unknown}; the file has {known}")
-    if args.conversations:
-        conversations = [c for c in conversations if c.sample_id in args.conversations]
+    conversations = [c for c in conversations if c.sample_id in (args.conversations or known)]
     encoder = encoder_of(args.encoder)
     cached = CachedEncoder(encoder)
     fit = FitConfig(epochs=args.fit_epochs) if args.fit_epochs > 0 else None
@@ -212,7 +209,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         import lightning_modules.phase2  # noqa: F401  (imports pytorch_lightning)
 
         import_s = time.perf_counter() - t0
-    rows, fits, times = [], [], {c: [] for c in args.configs}
+    scores, fits, times = defaultdict(list), [], {c: [] for c in args.configs}
     start, build_s, asked = time.perf_counter(), 0.0, 0
     for conversation in conversations:
         questions = [q for q in conversation.questions if q.evidence][: args.max_questions]
@@ -233,9 +230,9 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
                 answer = reader(q.question, evidence[10]) if reader is not None else None
                 for k in KS:
                     f1 = None if answer is None or k != 10 else answer_f1(answer, q.answer)
-                    rows.append(dict(config=config, groups=groups_of(conversation.sample_id, q.category),
-                                     k=k, recall=recall(ids, q.evidence, k), tokens=count_tokens(evidence[k]),
-                                     f1=f1))  # fmt: skip
+                    score = (recall(ids, q.evidence, k), count_tokens(evidence[k]), f1)
+                    for group in groups_of(conversation.sample_id, q.category):
+                        scores[config, k, group].append(score)
         memories.close()
         print(f"{conversation.sample_id}: {len(questions)} questions done", file=sys.stderr, flush=True)
     notes = [
@@ -260,21 +257,19 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     else:
         notes.append("RoMem not fitted: temporal-observations ranks on S_sem alone")
     args.notes += [f"- {note}" for note in notes]
-    for config in args.configs:
-        for k in KS:
-            for group in GROUPS:
-                part = [r for r in rows if r["config"] == config and r["k"] == k and group in r["groups"]]
-                if not part:
-                    continue
-                f1 = [r["f1"] for r in part if r["f1"] is not None]
-                yield dict(
-                    config=config, k=k, group=group, questions=len(part),
-                    evidence_recall=round(statistics.fmean(r["recall"] for r in part), 4),
-                    evidence_tokens=round(statistics.fmean(r["tokens"] for r in part), 1),
-                    answer_f1="" if not f1 else round(statistics.fmean(f1), 4),
-                    p50_ms=round(1000 * statistics.median(times[config]), 3),
-                    p95_ms=round(1000 * p(times[config], 95), 3),
-                )  # fmt: skip
+    for config, k, group in itertools.product(args.configs, KS, GROUPS):
+        if not (part := scores.get((config, k, group))):
+            continue
+        recalls, counts, f1s = zip(*part, strict=True)
+        f1 = [x for x in f1s if x is not None]
+        yield dict(
+            config=config, k=k, group=group, questions=len(part),
+            evidence_recall=round(statistics.fmean(recalls), 4),
+            evidence_tokens=round(statistics.fmean(counts), 1),
+            answer_f1="" if not f1 else round(statistics.fmean(f1), 4),
+            p50_ms=round(1000 * statistics.median(times[config]), 3),
+            p95_ms=round(1000 * p(times[config], 95), 3),
+        )  # fmt: skip
 
 
 def plot(rows: list[Row], path: Path) -> None:

@@ -11,6 +11,7 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 
 import argparse
 import dataclasses
+import itertools
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -44,9 +45,9 @@ class Item:
     historical: bool | None  # the label shown; None: no label shown
 
 
-def build_memory(bench: StateUpdateBenchmark, encoder, fit, gate: str | None = None):
-    """All sessions in one batch; RoMem fitted unless ``fit`` is None (the gate's speeds, else alpha 1)."""
-    memory = TemporalMemory(encoder=encoder, speeds=gate)
+def build_memory(bench: StateUpdateBenchmark, encoder, fit):
+    """All sessions in one batch; RoMem fitted (alpha 1) unless ``fit`` is None."""
+    memory = TemporalMemory(encoder=encoder)
     t0 = time.perf_counter()
     memory.add_sessions(
         dict(session_id=s.session_id, facts=[(f.subject, f.relation, f.object) for f in s.facts],
@@ -69,22 +70,20 @@ def t_happen_recovery(bench: StateUpdateBenchmark, memory: TemporalMemory) -> fl
     return right / max(1, len(facts))
 
 
-def evidence_for(config: str, memory: TemporalMemory, bench, question: Question, k: int, lookups: dict):
-    """``(text, items)``: the evidence of one configuration for one question (benchmarks/README.md)."""
+def evidence_for(config: str, memory: TemporalMemory, bench, question: Question, k: int, sessions: dict):
+    """``(text, items)``: the evidence of one configuration for one question (benchmarks/README.md);
+    ``sessions``: the benchmark's sessions by id."""
     store = memory.store
     if config in ("naive-rag", "session-rag"):
         turns = store.retrieve_turns(question.text, k=k, kind="turn")
         if config == "naive-rag":
             turns = sorted(turns, key=lambda p: -(p.score or 0.0))
             lines = [p.text for p in turns]
-        else:
-            lines, current = [], None
-            for passage in turns:
-                if passage.session_id != current:
-                    current = passage.session_id
-                    lines.append(f"[session {lookups['date'][current]}]")
-                lines.append(passage.text)
-        return "\n".join(lines), [Item(lookups["persona"][p.session_id], None, p.text, None) for p in turns]
+        else:  # in session order, each session's run of turns under its date
+            lines = []
+            for session_id, passages in itertools.groupby(turns, key=lambda p: p.session_id):
+                lines += [f"[session {sessions[session_id].date}]", *(p.text for p in passages)]
+        return "\n".join(lines), [Item(sessions[p.session_id].persona, None, p.text, None) for p in turns]
     if config in ("tem-dated", "romem"):
         if config == "tem-dated":
             timed = memory.with_times(store.retrieve(question.text, k=k))
@@ -105,6 +104,11 @@ def evidence_for(config: str, memory: TemporalMemory, bench, question: Question,
     return text, [Item(r.subject, r.relation, r.object, r.historical if labelled else None) for r in records]
 
 
+def _whole_word(value: str) -> re.Pattern:
+    """``value`` standing alone (not inside a longer word), in any case."""
+    return re.compile(rf"(?<!\w){re.escape(value)}(?!\w)", re.IGNORECASE)
+
+
 def _mentions(question: Question, items: Sequence[Item]) -> list[tuple[str, bool | None]]:
     """``(value, label shown)`` of every mention of the asked slot's values in the evidence."""
     out = []
@@ -112,9 +116,7 @@ def _mentions(question: Question, items: Sequence[Item]) -> list[tuple[str, bool
         if item.persona != question.persona:
             continue
         if item.relation is None:
-            for value in question.slot_values:
-                if re.search(rf"(?<!\w){re.escape(value)}(?!\w)", item.text, re.IGNORECASE):
-                    out.append((value, item.historical))
+            out += [(v, item.historical) for v in question.slot_values if _whole_word(v).search(item.text)]
         elif item.relation == question.relation and item.text in question.slot_values:
             out.append((item.text, item.historical))
     return out
@@ -146,6 +148,13 @@ class Mention:
         return (_FAR_PAST if self.day is None else self.day, self.position)
 
 
+def _newest(mentions: Sequence[Mention], historical: bool) -> str:
+    """The newest value among the mentions labelled ``historical`` or not (no label: current); among
+    them all when none is."""
+    pool = [m for m in mentions if bool(m.historical) == historical] or mentions
+    return max(pool, key=Mention.key).value
+
+
 class LabelAwareReader:
     """``reader(question, evidence) -> str`` by the rules in benchmarks/README.md.
 
@@ -158,10 +167,7 @@ class LabelAwareReader:
 
     def __init__(self, personas: Sequence[str], values: Mapping[str, Sequence[str]]):
         self.personas = sorted(personas, key=len, reverse=True)
-        self.values = {
-            rel: [(v, re.compile(rf"(?<!\w){re.escape(v)}(?!\w)", re.IGNORECASE)) for v in vals]
-            for rel, vals in values.items()
-        }
+        self.values = {rel: [(v, _whole_word(v)) for v in vals] for rel, vals in values.items()}
 
     def __call__(self, question: str, evidence: str) -> str:
         subject = next((p for p in self.personas if p.lower() in question.lower()), None)
@@ -173,24 +179,18 @@ class LabelAwareReader:
             return "unknown"
         if "first talked" in question.lower() or "first met" in question.lower():
             return min(mentions, key=Mention.key).value
-        before = re.search(r"before (?:moving|switching|changing) to (.+?)\?*$", question, re.IGNORECASE)
-        if before:
+        if before := re.search(r"before (?:moving|switching|changing) to (.+?)\?*$", question, re.IGNORECASE):
             named = before.group(1).strip().lower()
             others = [m for m in mentions if m.value.lower() != named]
-            if not others:
-                return "unknown"
-            pool = [m for m in others if m.historical] or others
-            return max(pool, key=Mention.key).value
+            return _newest(others, historical=True) if others else "unknown"
         asked = query_mode(question, "2000-01-01")  # the dated questions name absolute months
-        if asked.mode == QueryMode.EXPLICIT:
-            dated = [m for m in mentions if m.day is not None]
-            if dated:
-                before_end = [m for m in dated if m.day <= asked.span.end]
-                return (max(before_end, key=Mention.key) if before_end else min(dated, key=Mention.key)).value
-            pool = [m for m in mentions if m.historical] or mentions
-            return max(pool, key=Mention.key).value
-        current = [m for m in mentions if not m.historical] or mentions
-        return max(current, key=Mention.key).value
+        if asked.mode != QueryMode.EXPLICIT:
+            return _newest(mentions, historical=False)
+        dated = [m for m in mentions if m.day is not None]
+        if not dated:
+            return _newest(mentions, historical=True)
+        before_end = [m for m in dated if m.day <= asked.span.end]
+        return (max(before_end, key=Mention.key) if before_end else min(dated, key=Mention.key)).value
 
     def _mentions(self, evidence: str, subject: str, relation: str) -> list[Mention]:
         first_name = subject.split()[0].lower()
@@ -198,8 +198,7 @@ class LabelAwareReader:
         header_day: str | None = None
         about_subject = False  # an indented line continues the previous line's subject
         for line_no, line in enumerate(evidence.splitlines()):
-            header = _HEADER.match(line)
-            if header:
+            if header := _HEADER.match(line):
                 header_day = header.group(1)
                 about_subject = False
                 continue
@@ -220,9 +219,8 @@ class LabelAwareReader:
             hits = sorted((m.start(), value) for value, pattern in patterns for m in pattern.finditer(line))
             for i, (start, value) in enumerate(hits):
                 older = day is not None and i < len(hits) - 1  # "from X to Y": X held before that day
-                mentions.append(
-                    Mention(value, historical, None if day is None else day - older, (line_no, start))
-                )
+                when = None if day is None else day - older
+                mentions.append(Mention(value, historical, when, (line_no, start)))
         return mentions
 
 
@@ -235,9 +233,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     parser.add_argument("--generate", help="package.module:name of a reader(question, evidence) -> str")
     parser.add_argument("--fit-epochs", type=int, default=TrainConfig.epochs, help="0: RoMem not fitted")
-    parser.add_argument(
-        "--gate", help="a Semantic Speed Gate file (gate.pt) for RoMem's speeds (default alpha 1)"
-    )
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (the machine is shared)")
     add_name(parser)
 
@@ -246,15 +241,15 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     bench = generate(args.personas, args.sessions, args.seed)
     encoder = encoder_of(args.encoder)
     fit = FitConfig(epochs=args.fit_epochs) if args.fit_epochs > 0 else None
-    memory, stats = build_memory(bench, CachedEncoder(encoder), fit, args.gate)
+    memory, stats = build_memory(bench, CachedEncoder(encoder), fit)
     read = load_reader(args.generate) if args.generate else LabelAwareReader(bench.personas, bench.values)
     reader = args.generate or READER_NAME
     count_tokens, tokens = token_counter(encoder)
-    lookups = {key: {s.session_id: getattr(s, key) for s in bench.sessions} for key in ("persona", "date")}
+    sessions = {s.session_id: s for s in bench.sessions}
     t0, rows = time.perf_counter(), []
     for config in args.configs:
         for q in bench.questions:
-            text, items = evidence_for(config, memory, bench, q, args.k, lookups)
+            text, items = evidence_for(config, memory, bench, q, args.k, sessions)
             answer = read(q.text, text)
             rows.append(dict(config=config, qtype=q.qtype, present=gold_present(q, items),
                              labelled=gold_labelled(q, items), hit=q.gold.lower() in answer.lower(),
@@ -269,31 +264,24 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         f"evaluation {time.perf_counter() - t0:.1f} s",
     ]
     if fit is not None:
-        speed = memory.model.speed
-        if speed.source == "gate":
-            speeds = zip(memory.model.relations, speed.table.tolist(), strict=True)
-            alpha = "gate alpha " + ", ".join(f"{r} {a:.2f}" for r, a in speeds)
-        else:
-            alpha = "alpha = 1 (no gate)"
         notes.append(
             f"RoMem online fit: {int(stats['facts'])} facts, {fit.epochs} epochs, dim "
-            f"{fit.family['init_args']['dim']}, {alpha}, {stats['fit_s']:.1f} s, "
+            f"{fit.family['init_args']['dim']}, alpha = 1 (no gate), {stats['fit_s']:.1f} s, "
             f"final loss {stats['loss']:.3f}"
         )
     args.notes += [f"- {note}" for note in notes]
-    for config in args.configs:
-        for qtype in (*QUESTION_TYPES, "all"):
-            part = [r for r in rows if r["config"] == config and qtype in ("all", r["qtype"])]
-            n = len(part)
-            yield dict(
-                config=config, question_type=qtype, questions=n,
-                gold_present_pct=round(100 * sum(r["present"] for r in part) / n, 2),
-                gold_labelled_pct=round(100 * sum(r["labelled"] for r in part) / n, 2),
-                reader_hit_pct=round(100 * sum(r["hit"] for r in part) / n, 2),
-                evidence_tokens=round(sum(r["tokens"] for r in part) / n, 1),
-                evidence_words=round(sum(r["words"] for r in part) / n, 1), reader=reader,
-                tokens_counted_as=tokens,
-            )  # fmt: skip
+    for config, qtype in itertools.product(args.configs, (*QUESTION_TYPES, "all")):
+        part = [r for r in rows if r["config"] == config and qtype in ("all", r["qtype"])]
+        n = len(part)
+        yield dict(
+            config=config, question_type=qtype, questions=n,
+            gold_present_pct=round(100 * sum(r["present"] for r in part) / n, 2),
+            gold_labelled_pct=round(100 * sum(r["labelled"] for r in part) / n, 2),
+            reader_hit_pct=round(100 * sum(r["hit"] for r in part) / n, 2),
+            evidence_tokens=round(sum(r["tokens"] for r in part) / n, 1),
+            evidence_words=round(sum(r["words"] for r in part) / n, 1), reader=reader,
+            tokens_counted_as=tokens,
+        )  # fmt: skip
 
 
 SPEC = Benchmark("state_update", __doc__, measure, add_arguments)

@@ -65,19 +65,21 @@ SMALL_TALK = (
 OFFSETS = (
     ("", 0, "day"),
     ("a few days ago", 3, "day"),
-    ("two weeks ago", 2, "week"),
-    ("three weeks ago", 3, "week"),
+    ("two weeks ago", 14, "day"),
+    ("three weeks ago", 21, "day"),
     ("a month ago", 1, "month"),
     ("two months ago", 2, "month"),
 )
-SUBTYPES = {  # a question's subtype: (question type, relation asked about, gold superseded today)
-    "current_residence": ("current", RESIDENCE, False),
-    "current_occupation": ("current", OCCUPATION, False),
-    "current_drink": ("current", DRINK, False),
-    "first_residence": ("historical", RESIDENCE, True),
-    "previous_drink": ("historical", DRINK, True),
-    "occupation_at_date": ("historical", OCCUPATION, True),
-    "pre_move_residence": ("pre_move", RESIDENCE, True),
+# A question's subtype: (question type, relation asked about, the gold's index in the slot's values
+# (None: the job held in {month}), the question; {new} is the slot's latest value).
+SUBTYPES = {
+    "current_residence": ("current", RESIDENCE, -1, "Where does {name} live now?"),
+    "current_occupation": ("current", OCCUPATION, -1, "What does {name} do for work these days?"),
+    "current_drink": ("current", DRINK, -1, "What does {name} usually drink nowadays?"),
+    "first_residence": ("historical", RESIDENCE, 0, "Where did {name} live when we first talked?"),
+    "previous_drink": ("historical", DRINK, -2, "What did {name} drink before switching to {new}?"),
+    "occupation_at_date": ("historical", OCCUPATION, None, "What was {name}'s job in {month}?"),
+    "pre_move_residence": ("pre_move", RESIDENCE, -2, "Where did {name} live just before moving to {new}?"),
 }
 FIRST_DAY = dt.date(2018, 1, 1)
 _EPOCH = dt.date(1970, 1, 1).toordinal()
@@ -154,15 +156,18 @@ def _day(date: dt.date) -> int:
     return date.toordinal() - _EPOCH
 
 
+def _month(date: dt.date, shift: int) -> tuple[int, int]:
+    """(year, month) ``shift`` months after ``date``'s month."""
+    year, month = divmod(date.year * 12 + date.month - 1 + shift, 12)
+    return year, month + 1
+
+
 def _minus(date: dt.date, amount: int, unit: str) -> dt.date:
-    """``date`` minus ``amount`` days/weeks/months (month ends clamped, as the time parser does)."""
+    """``date`` minus ``amount`` days or months (month ends clamped, as the time parser does)."""
     if unit == "day":
         return date - dt.timedelta(days=amount)
-    if unit == "week":
-        return date - dt.timedelta(weeks=amount)
-    index = date.year * 12 + date.month - 1 - amount
-    year, month = divmod(index, 12)
-    return dt.date(year, month + 1, min(date.day, calendar.monthrange(year, month + 1)[1]))
+    year, month = _month(date, -amount)
+    return dt.date(year, month, min(date.day, calendar.monthrange(year, month)[1]))
 
 
 def _article(noun: str) -> str:
@@ -289,8 +294,7 @@ def _persona_sessions(
             say(f"I just got {_article(thing)}.", f"Enjoy the {thing}!")
             facts.append(Fact(name, OWNS, str(thing), day))
         if not facts or rng.random() < 0.4:
-            line, reply = SMALL_TALK[int(rng.integers(len(SMALL_TALK)))]
-            say(line, reply)
+            say(*SMALL_TALK[int(rng.integers(len(SMALL_TALK)))])
             if not facts:
                 hobby = hobbies.pop() if hobbies else str(rng.choice(HOBBIES))
                 say(f"I also spent the weekend on {hobby}.")
@@ -302,49 +306,32 @@ def _persona_sessions(
 def _month_inside(start: int, end: int) -> tuple[int, int] | None:
     """(year, month) of a calendar month lying wholly in days ``start..end``, nearest the middle."""
     mid = dt.date.fromordinal((start + end) // 2 + _EPOCH)
-    best = None
-    for shift in range(-3, 4):
-        index = mid.year * 12 + mid.month - 1 + shift
-        year, month = divmod(index, 12)
-        first = _day(dt.date(year, month + 1, 1))
-        last = first + calendar.monthrange(year, month + 1)[1] - 1
-        if start <= first and last <= end and (best is None or abs(shift) < abs(best[0])):
-            best = (shift, (year, month + 1))
-    return None if best is None else best[1]
+    for shift in (0, -1, 1, -2, 2, -3, 3):  # the nearest first; of two as near, the earlier
+        year, month = _month(mid, shift)
+        first = _day(dt.date(year, month, 1))
+        if start <= first and first + calendar.monthrange(year, month)[1] - 1 <= end:
+            return year, month
+    return None
 
 
 def _questions(name: str, pid: int, timelines: dict[str, _Timeline]) -> list[Question]:
-    res, job, drink = (timelines[r] for r in STATE_RELATIONS)
     # The occupation held in a named month: a superseded job whose whole month lies in its stint.
+    job = timelines[OCCUPATION]
     stints = (
         (value, _month_inside(start, end - 1))
         for value, start, end in zip(job.values, job.starts, job.starts[1:], strict=False)
     )
-    gold, month = next(((value, month) for value, month in stints if month is not None), (None, None))
+    held, month = next(((value, month) for value, month in stints if month is not None), (None, None))
     if month is None:
         raise AssertionError(f"{name}: no superseded occupation spans a whole month")
     label = f"{calendar.month_name[month[1]]} {month[0]}"
-    asked = {  # subtype: (question, gold)
-        "current_residence": (f"Where does {name} live now?", res.values[-1]),
-        "current_occupation": (f"What does {name} do for work these days?", job.values[-1]),
-        "current_drink": (f"What does {name} usually drink nowadays?", drink.values[-1]),
-        "first_residence": (f"Where did {name} live when we first talked?", res.values[0]),
-        "previous_drink": (
-            f"What did {name} drink before switching to {drink.values[-1]}?",
-            drink.values[-2],
-        ),
-        "occupation_at_date": (f"What was {name}'s job in {label}?", gold),
-        "pre_move_residence": (
-            f"Where did {name} live just before moving to {res.values[-1]}?",
-            res.values[-2],
-        ),
-    }
     questions = []
-    for sub, (text, gold) in asked.items():
-        qtype, relation, historical = SUBTYPES[sub]
-        values = tuple(timelines[relation].values)
+    for sub, (qtype, relation, index, question) in SUBTYPES.items():
+        values = tuple(timelines[relation].values)  # distinct: a change never returns to a past value
+        gold = held if index is None else values[index]
+        text = question.format(name=name, new=values[-1], month=label)
         questions.append(
-            Question(f"p{pid:02d}-{sub}", name, qtype, sub, text, gold, relation, historical, values)
+            Question(f"p{pid:02d}-{sub}", name, qtype, sub, text, gold, relation, gold != values[-1], values)
         )
     return questions
 
