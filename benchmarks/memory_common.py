@@ -22,9 +22,9 @@ def parse(spec: Benchmark, argv: Sequence[str] | None = None, stem: Callable | N
     return args
 
 
-def main(spec: Benchmark, argv: Sequence[str] | None = None, stem: Callable | None = None) -> int:
+def main(spec: Benchmark, argv: Sequence[str] | None = None) -> int:
     """``spec.main`` with ``parse``'s ``--out`` and ``--name``."""
-    spec.run(parse(spec, argv, stem), command_line(spec.name, argv, spec.env))
+    spec.run(parse(spec, argv), command_line(spec.name, argv, spec.env))
     return 0
 
 
@@ -46,14 +46,13 @@ def load_average() -> str:
     return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
 
 
-def icews_facts(data_dir: str | None = None, low: int | None = None, high: int | None = None) -> list:
+def icews_facts(data_dir: str | None = None, low: int = -(10**9), high: int = 10**9) -> list:
     """ICEWS05-15's facts (train + valid + test) as ``(head, relation, tail, day)`` strings, by the
-    file's order, those on days ``low..high`` when given."""
+    file's order, those on days ``low..high``."""
     from rotmem.data import load_dataset
 
     kg = load_dataset("icews05-15", data_dir)
     E, R = kg.entities, kg.relations
-    low, high = -(10**9) if low is None else low, 10**9 if high is None else high
     return [(E[h], R[r], E[t], d) for h, r, t, d in kg.all_facts.tolist() if low <= d <= high]
 
 
@@ -64,7 +63,6 @@ def token_counter(encoder) -> tuple[Callable[[str], int], str]:
 
     if isinstance(encoder, SentenceEncoder):
         tokenizer = encoder._encoder._load().tokenizer
-
         options = dict(add_special_tokens=False, truncation=False, verbose=False)
         return (lambda text: len(tokenizer(text, **options)["input_ids"])), "MiniLM WordPiece tokens"
     return (lambda text: len(text.split())), "whitespace words"

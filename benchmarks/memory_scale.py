@@ -95,15 +95,12 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
             seconds, n = time.perf_counter() - start, len(store)
         yield row("reopen_rebuild_index_s", seconds, "s", note=f"{n} vectors from SQLite")
         queries = unit_vectors(rng, args.queries, args.dim)
-        setups = [("torch", {})]
-        if faiss_available():
-            setups = [("faiss", {}), ("faiss", {"small_batch_threads": None}), *setups]
-        for backend, options in setups:
+        faiss = [("faiss", {}, "1"), ("faiss", {"small_batch_threads": None}, "openmp")]  # the threads
+        for backend, options, threads in [*(faiss if faiss_available() else []), ("torch", {}, "")]:
             with TEMStore(path, encoder=encoder, index_backend=backend, index_options=options) as store:
                 store.retrieve_vector(queries[0], args.k)  # warm-up
-                search = lambda i, store=store: store.retrieve_vector(queries[i], args.k)  # noqa: E731
+                search = lambda i, store=store: store.retrieve_vector(queries[i], args.k)
                 wall, cpu = timed(search, len(queries))
-            threads = "" if backend == "torch" else ("openmp" if options else "1")
             note = f"k={args.k}, embedding excluded; {load_average()}"
             yield from percentiles("retrieve", wall, cpu, backend, threads, note)
     if not args.no_minilm:

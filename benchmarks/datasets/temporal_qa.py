@@ -7,21 +7,12 @@ import functools
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, replace
 
 from benchmarks.temporal_qa.phrasings import PHRASINGS
 from rotmem.data import date_of, day_of
 from rotmem.memory.temporal.time_expressions import extract_time
 
-QUESTION_TYPES = (
-    "equal",
-    "before_after",
-    "first_last",
-    "equal_multi",
-    "after_first",
-    "before_last",
-    "current",
-)
 GRANULARITIES = ("day", "month", "year")
 MAX_GOLD = 10
 SPLITS = {"dev": (1, 0.5), "test": (2, 1.0)}  # seed, scale of COUNTS
@@ -31,8 +22,7 @@ COUNTS = {
     ("first_last", "entity"): 200, ("first_last", "time"): 200, ("equal_multi", "entity"): 250,
     ("after_first", "entity"): 250, ("before_last", "entity"): 250, ("current", "entity"): 300,
 }  # fmt: skip
-MONTH_NAMES = [calendar.month_name[m] for m in range(13)]
-MONTH_ABBR = [calendar.month_abbr[m] for m in range(13)]
+QUESTION_TYPES = tuple(dict.fromkeys(qtype for qtype, _ in COUNTS))
 
 Fact = tuple[str, str, str, int]  # (head, relation, tail, day)
 
@@ -73,29 +63,26 @@ def period(day: int, granularity: str) -> str:
 
 def period_span(day: int, granularity: str) -> tuple[int, int]:
     """First and last day (inclusive) of the period holding ``day``."""
-    date = dt.date.fromisoformat(date_of(day))
     if granularity == "day":
         return day, day
-    if granularity == "month":
-        first = date.replace(day=1)
-        length = calendar.monthrange(date.year, date.month)[1]
-        return day_of(first.isoformat()), day_of(first.isoformat()) + length - 1
-    return day_of(f"{date.year}-01-01"), day_of(f"{date.year}-12-31")
+    date = dt.date.fromisoformat(iso(day))
+    first, last = (date.month, date.month) if granularity == "month" else (1, 12)
+    end = calendar.monthrange(date.year, last)[1]
+    return day_of(f"{date.year}-{first:02d}-01"), day_of(f"{date.year}-{last:02d}-{end}")
 
 
 def time_phrase(day: int, granularity: str, preposition: str | None, rng: random.Random) -> str:
     """A surface form of the period of ``day``; ``preposition`` None picks ``in``/``on``/``during``."""
-    d = dt.date.fromisoformat(date_of(day))
+    d = dt.date.fromisoformat(iso(day))
+    name, abbr = calendar.month_name[d.month], calendar.month_abbr[d.month]
     if granularity == "year":
         body = str(d.year)
         prep = preposition or rng.choice(("in", "during"))
     elif granularity == "month":
-        body = rng.choice((f"{MONTH_NAMES[d.month]} {d.year}", f"{MONTH_ABBR[d.month]} {d.year}",
-                           f"{MONTH_NAMES[d.month]} of {d.year}"))  # fmt: skip
+        body = rng.choice((f"{name} {d.year}", f"{abbr} {d.year}", f"{name} of {d.year}"))
         prep = preposition or "in"
     else:
         suffix = "th" if 11 <= d.day <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(d.day % 10, "th")
-        name, abbr = MONTH_NAMES[d.month], MONTH_ABBR[d.month]
         body = rng.choice((f"{d.day} {name} {d.year}", f"{name} {d.day}, {d.year}",
                            f"{abbr} {d.day}{suffix}, {d.year}", d.isoformat()))  # fmt: skip
         prep = preposition or "on"
@@ -109,26 +96,23 @@ class FactIndex:
     naming ``e``."""
 
     def __init__(self, facts: Iterable[Fact]):
-        heads: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
-        tails: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)  # (r, h) -> (day, t)
+        answers: dict[tuple[str, str, str], list[tuple[int, str]]] = defaultdict(list)  # (side, r, e)
         triples: dict[tuple[str, str, str], list[int]] = defaultdict(list)
         of_entity: dict[str, list[Fact]] = defaultdict(list)
         for h, r, t, d in facts:
-            heads[(r, t)].append((d, h))
-            tails[(r, h)].append((d, t))
+            answers[("head", r, t)].append((d, h))
+            answers[("tail", r, h)].append((d, t))
             triples[(h, r, t)].append(d)
             of_entity[h].append((h, r, t, d))
             if t != h:
                 of_entity[t].append((h, r, t, d))
-        self._heads = {k: sorted(set(v)) for k, v in heads.items()}
-        self._tails = {k: sorted(set(v)) for k, v in tails.items()}
+        self._answers = {k: sorted(set(v)) for k, v in answers.items()}
         self._days = {k: sorted(set(v)) for k, v in triples.items()}
         self.of_entity = {e: sorted(v, key=lambda f: f[3]) for e, v in of_entity.items()}
         self._entity_days = {e: [f[3] for f in v] for e, v in self.of_entity.items()}
 
     def answers(self, side: str, relation: str, entity: str) -> list[tuple[int, str]]:
-        table = self._heads if side == "head" else self._tails
-        return table.get((relation, entity), [])
+        return self._answers.get((side, relation, entity), [])
 
     def days(self, head: str, relation: str, tail: str) -> list[int]:
         return self._days.get((head, relation, tail), [])
@@ -158,23 +142,12 @@ def extreme(pairs: Sequence[tuple[int, str]], last: bool) -> list[tuple[int, str
 # --- the generator ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Draft:
-    """A question before its id: text, pattern, gold and the days supporting the gold."""
+    """A question before its id, the days supporting its gold and the span its text's time expression
+    must resolve to (None: not checked)."""
 
-    qtype: str
-    answer_type: str
-    granularity: str
-    text: str
-    relation: str
-    head: str | None
-    tail: str | None
-    answer_side: str
-    gold: tuple[str, ...]
+    question: Question
     support_days: tuple[int, ...]
-    span: tuple[int, int] | None  # the span the text's time expression must resolve to
-
-
-def _capital(text: str) -> str:
-    return text[0].upper() + text[1:]
+    span: tuple[int, int] | None
 
 
 class Generator:
@@ -184,7 +157,9 @@ class Generator:
         self.index = FactIndex(facts)
         self.window = window
         self.asked = window[1] + 1
+        self.asked_on = date_of(self.asked)
         self.rng = random.Random(seed)
+        self.seen: set[str] = set()  # the texts drawn so far
         self.pool = sorted(f for f in facts if window[0] <= f[3] <= window[1] and f[1] in PHRASINGS)
         if not self.pool:
             span = f"{date_of(window[0])} and {date_of(window[1])}"
@@ -202,52 +177,49 @@ class Generator:
         }
 
     # helpers
-    def _entity_draft(self, qtype, granularity, text, relation, side, entity, support, span) -> Draft | None:
+    def _entity_draft(self, qtype, granularity, text, relation, side, entity, support, span) -> Draft:
         gold = tuple(sorted({a for _, a in support}))
         head, tail = (None, entity) if side == "head" else (entity, None)
-        return Draft(qtype, "entity", granularity, text, relation, head, tail, side, gold,
-                     tuple(sorted({d for d, _ in support})), span)  # fmt: skip
+        q = Question("", qtype, "entity", granularity, text, self.asked_on, relation, head, tail, side, gold)
+        return Draft(q, tuple(sorted({d for d, _ in support})), span)
 
-    def _pattern(self, fact: Fact, granularities: Sequence[str] = GRANULARITIES) -> tuple[str, str, str]:
-        """A random answer side, the entity the question names (the other side) and a granularity."""
+    def _pattern(self, fact: Fact, granularities: Sequence[str] = GRANULARITIES):
+        """A random answer side, the entity the question names (the other side), a granularity and
+        the span of that granularity holding the fact's day."""
         side = self.rng.choice(("head", "tail"))
-        return side, fact[2] if side == "head" else fact[0], self.rng.choice(granularities)
+        g = self.rng.choice(granularities)
+        return side, fact[2] if side == "head" else fact[0], g, period_span(fact[3], g)
 
-    def _ask(self, side: str, relation: str, entity: str, rest: str) -> str:
+    def _ask(self, side: str, relation: str, entity: str, rest: str = "", who: str = "Who") -> str:
         p = PHRASINGS[relation]
-        return f"Who {p.past} {entity}{rest}?" if side == "head" else f"Who did {entity} {p.base}{rest}?"
+        return f"{who} {p.past} {entity}{rest}?" if side == "head" else f"{who} did {entity} {p.base}{rest}?"
 
     # builders
-    def equal_entity(self, fact: Fact) -> Draft | None:
+    def equal_entity(self, fact: Fact) -> Draft:
         _, r, _, d = fact
-        side, entity, g = self._pattern(fact)
-        span = period_span(d, g)
+        side, entity, g, span = self._pattern(fact)
         when = time_phrase(d, g, None, self.rng)
-        if self.rng.random() < 0.3:
-            p = PHRASINGS[r]
-            text = (f"{_capital(when)}, who {p.past} {entity}?" if side == "head"
-                    else f"{_capital(when)}, who did {entity} {p.base}?")  # fmt: skip
+        if self.rng.random() < 0.3:  # the time expression first
+            text = self._ask(side, r, entity, who=f"{when[0].upper()}{when[1:]}, who")
         else:
             text = self._ask(side, r, entity, f" {when}")
         support = within(self.index.answers(side, r, entity), *span)
         return self._entity_draft("equal", g, text, r, side, entity, support, span)
 
-    def before_after(self, fact: Fact) -> Draft | None:
+    def before_after(self, fact: Fact) -> Draft:
         _, r, _, d = fact
-        side, entity, g = self._pattern(fact)
+        side, entity, g, span = self._pattern(fact)
         after = self.rng.random() < 0.5
-        span = period_span(d, g)
         when = time_phrase(d, g, "after" if after else "before", self.rng)
         text = self._ask(side, r, entity, f" {when}")
         pairs = self.index.answers(side, r, entity)
         support = [p for p in pairs if (p[0] > span[1] if after else p[0] < span[0])]
         return self._entity_draft("before_after", g, text, r, side, entity, support, span)
 
-    def first_last_entity(self, fact: Fact) -> Draft | None:
+    def first_last_entity(self, fact: Fact) -> Draft:
         _, r, _, d = fact
-        side, entity, g = self._pattern(fact, ("month", "year"))
+        side, entity, g, span = self._pattern(fact, ("month", "year"))
         last = self.rng.random() < 0.5
-        span = period_span(d, g)
         when = time_phrase(d, g, "in", self.rng)
         p, which = PHRASINGS[r], "last" if last else "first"
         text = (f"Who was the {which} to {p.base} {entity} {when}?" if side == "head"
@@ -255,7 +227,7 @@ class Generator:
         support = extreme(within(self.index.answers(side, r, entity), *span), last)
         return self._entity_draft("first_last", g, text, r, side, entity, support, span)
 
-    def time_draft(self, qtype: str, fact: Fact) -> Draft | None:
+    def time_draft(self, qtype: str, fact: Fact) -> Draft:
         """When the triple happened: every day (``equal``), or its first or last day (``first_last``)."""
         h, r, t, _ = fact
         which = "equal" if qtype == "equal" else self.rng.choice(("first", "last"))
@@ -266,7 +238,8 @@ class Generator:
         days = self.index.days(h, r, t)  # all days (``equal``), the first or the last
         days = days[:1] if which == "first" else days[-1:] if which == "last" else days
         gold = tuple(sorted({period(day, g) for day in days}))
-        return Draft(qtype, "time", g, text, r, h, t, "time", gold, tuple(days), None)
+        question = Question("", qtype, "time", g, text, self.asked_on, r, h, t, "time", gold)
+        return Draft(question, tuple(days), None)
 
     def equal_multi(self, fact: Fact) -> Draft | None:
         h, r, t, d = fact
@@ -299,12 +272,9 @@ class Generator:
                 else f"Before {anchor}, who was the last to {p.base} {t}?")  # fmt: skip
         # the others' facts on the first day after (or the last before) the anchor's first
         start = firsts[anchor]
-        if after:
-            support = extreme([p for p in pairs if p[0] > start and p[1] != anchor], last=False)
-        else:
-            support = extreme([p for p in pairs if p[0] < start and p[1] != anchor], last=True)
+        others = [(day, a) for day, a in pairs if (day > start if after else day < start) and a != anchor]
         qtype = "after_first" if after else "before_last"
-        return self._entity_draft(qtype, "none", text, r, "head", t, support, None)
+        return self._entity_draft(qtype, "none", text, r, "head", t, extreme(others, last=not after), None)
 
     def current(self, fact: Fact) -> Draft | None:
         h, r, _, _ = fact
@@ -321,25 +291,27 @@ class Generator:
 
     # acceptance
     def acceptable(self, draft: Draft | None) -> bool:
-        if draft is None or not 1 <= len(draft.gold) <= MAX_GOLD:
+        if draft is None or not 1 <= len(draft.question.gold) <= MAX_GOLD:
             return False
         if not any(self.window[0] <= d <= self.window[1] for d in draft.support_days):
             return False
-        found = extract_time(draft.text, self.asked)
+        q = draft.question
+        found = extract_time(q.text, self.asked)
         if draft.span is None:
-            return draft.qtype == "equal_multi" or draft.answer_type == "time" or found is None
+            return q.qtype == "equal_multi" or q.answer_type == "time" or found is None
         return found is not None and (found.start, found.end) == draft.span
 
-    def draw(self, qtype: str, answer_type: str, count: int, seen: set[str]) -> list[Draft]:
+    def draw(self, qtype: str, answer_type: str, count: int) -> list[Question]:
+        """Up to ``count`` acceptable questions of the type, none repeating a text drawn before."""
         build = self.builders[(qtype, answer_type)]
-        out: list[Draft] = []
+        out: list[Question] = []
         for _ in range(200 * count):
             if len(out) == count:
                 break
             draft = build(self.rng.choice(self.pool))
-            if self.acceptable(draft) and draft.text not in seen:
-                seen.add(draft.text)
-                out.append(draft)
+            if self.acceptable(draft) and draft.question.text not in self.seen:
+                self.seen.add(draft.question.text)
+                out.append(draft.question)
         return out
 
 
@@ -354,16 +326,8 @@ def generate(
     """The question set of ``seed``: ``round(scale * counts[type, answer type])`` questions each
     (fewer where the graph has no more), in generation order, ids ``{prefix}-00000``..."""
     gen = Generator(facts, window, seed)
-    seen: set[str] = set()
-    drafts = [
-        d for (qtype, answer), n in counts.items() for d in gen.draw(qtype, answer, round(scale * n), seen)
-    ]
-    asked = date_of(gen.asked)
-    shared = [f.name for f in fields(Question) if f.name not in ("qid", "asked_on")]
-    return [
-        Question(f"{prefix}-{i:05d}", asked_on=asked, **{f: getattr(d, f) for f in shared})
-        for i, d in enumerate(drafts)
-    ]
+    drawn = [q for (qtype, answer), n in counts.items() for q in gen.draw(qtype, answer, round(scale * n))]
+    return [replace(q, qid=f"{prefix}-{i:05d}") for i, q in enumerate(drawn)]
 
 
 def counts_table(questions: Sequence[Question]) -> str:

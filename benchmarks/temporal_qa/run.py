@@ -14,9 +14,10 @@ import argparse
 import sqlite3
 import statistics
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import groupby, pairwise
 from pathlib import Path
 
 import numpy as np
@@ -26,26 +27,21 @@ from benchmarks.memory_common import add_name, encoder_of, icews_facts, p, parse
 from benchmarks.runner import Benchmark, Row, command_line, save, subplots
 from rotmem import configs
 from rotmem.data import date_of, day_of
-from rotmem.memory import (
-    BestMemory,
-    CachedEncoder,
-    FitConfig,
-    HashingEncoder,
-    SentenceEncoder,
-    TemporalMemory,
-)
+from rotmem.memory import BestMemory, CachedEncoder, FitConfig, TemporalMemory
 from rotmem.memory.retrieval.baselines import DEPTH, POOL, Ranker, bm25, dense, symbolic, tem
 from rotmem.memory.retrieval.hybrid import HybridRetriever
 from rotmem.memory.tem.store import fact_text
 
-SEEDS = {name: seed for name, (seed, _) in SPLITS.items()}
 MEMORIES = (
     "dense", "bm25", "hybrid", "symbolic", "symbolic-named", "tem", "romem-gate", "romem-no-gate", "discrete",
     "romem-hybrid", "romem-hybrid-no-gate", "history", "history-hybrid", "hybrid-time", "romem-hybrid-time",
     "history-hybrid-time",
 )  # fmt: skip
-RERANKS = {"romem-gate": "romem-hybrid", "romem-no-gate": "romem-hybrid-no-gate", "history": "history-hybrid"}
-TIMED_RERANKS = {"romem-gate": "romem-hybrid-time", "history": "history-hybrid-time"}  # fit -> re-rank + time
+# re-ranking memory -> the fitted memory whose model re-ranks (the ``-time`` ones: with the time constraint)
+RERANKS = {
+    "romem-hybrid": "romem-gate", "romem-hybrid-no-gate": "romem-no-gate", "history-hybrid": "history",
+    "romem-hybrid-time": "romem-gate", "history-hybrid-time": "history",
+}  # fmt: skip
 HISTORY_CONFIG = "icews05-15-tntcomplex-history"  # the accuracy work's best model on validation
 TIME_POOL = 100  # hybrid candidates the time constraint sees (BestMemory's default)
 MODES = {"questions": None, "ingest": "ingest_speed", "int8": "encoder_int8"}  # mode: its CSV's stem
@@ -77,10 +73,9 @@ def load_vectors(encoder: CachedEncoder, path: Path) -> int:
 
 def ingest(memory: TemporalMemory, facts: Sequence[tuple[str, str, str, int]], days_per_batch: int) -> dict:
     """The facts in date order, one session per day; returns facts, sessions, seconds, facts/s."""
-    by_day: dict[int, list] = defaultdict(list)
-    for h, r, t, d in sorted(facts, key=lambda f: f[3]):
-        by_day[d].append((h, r, t, d))
-    days = sorted(by_day)
+    day = lambda f: f[3]
+    by_day = {d: list(same_day) for d, same_day in groupby(sorted(facts, key=day), key=day)}
+    days = list(by_day)
     t0 = time.perf_counter()
     for start in range(0, len(days), days_per_batch):
         batch = days[start : start + days_per_batch]
@@ -96,8 +91,7 @@ def change_rate_speeds(facts) -> dict[str, float]:
         slots[(f.head, f.relation)].append((f.t_happen, f.tail))
     changed, pairs = defaultdict(int), defaultdict(int)
     for (_, relation), seen in slots.items():
-        seen.sort()
-        for (_, a), (_, b) in zip(seen, seen[1:], strict=False):
+        for (_, a), (_, b) in pairwise(sorted(seen)):
             pairs[relation] += 1
             changed[relation] += a != b
     return {r: changed[r] / pairs[r] for r in pairs}
@@ -171,11 +165,12 @@ def evaluate(name: str, rank: Callable, questions: Sequence[Question], by_id: di
 
 def summarise(rows: Sequence[dict]) -> list[dict]:
     """Metrics per memory x slice (``all``, time-constrained, each type, granularity, answer type)."""
-    slices: list[tuple[str, str, Callable[[dict], bool]]] = [("all", "all", lambda r: True)]
-    slices.append(("time_constrained", "yes", lambda r: r["qtype"] != "current"))
+    slices: list[tuple[str, str, Callable[[dict], bool]]] = [
+        ("all", "all", lambda r: True), ("time_constrained", "yes", lambda r: r["qtype"] != "current")
+    ]  # fmt: skip
     for key in ("qtype", "granularity", "answer_type"):
-        for value in sorted({r[key] for r in rows}):
-            slices.append((key, value, lambda r, key=key, value=value: r[key] == value))
+        slices += [(key, v, lambda r, key=key, v=v: r[key] == v) for v in sorted({r[key] for r in rows})]
+    mean = lambda xs: round(statistics.fmean(xs), 4)
     out = []
     for name in dict.fromkeys(r["memory"] for r in rows):
         for key, value, keep in slices:
@@ -183,7 +178,6 @@ def summarise(rows: Sequence[dict]) -> list[dict]:
             if not part:
                 continue
             ranks, latency = [r["rank"] for r in part], [r["latency_ms"] for r in part]
-            mean = lambda xs: round(statistics.fmean(xs), 4)  # noqa: E731
             out.append(dict(
                 memory=name, slice=key, value=value, questions=len(part),
                 mrr=mean(1 / x if x else 0.0 for x in ranks),
@@ -217,10 +211,8 @@ def plot(rows: list[Row], path: Path) -> None:
 def load_setup(args: argparse.Namespace) -> Setup:
     window = (day_of(args.start), day_of(args.end))
     facts = icews_facts(args.data_dir, *((window[0] - 30, window[1] + 30) if args.quick else ()))
-    questions = generate(facts, window, SEEDS[args.split], scale=args.scale, prefix=args.split)
-    if args.questions and args.questions < len(questions):  # every n-th: all types stay in
-        step = len(questions) / args.questions
-        questions = [questions[int(i * step)] for i in range(args.questions)]
+    seed, scale = SPLITS[args.split]
+    questions = generate(facts, window, seed, scale=0.02 if args.quick else scale, prefix=args.split)
     return Setup(facts, window, questions)
 
 
@@ -237,10 +229,11 @@ def measure_questions(args: argparse.Namespace) -> Iterator[Row]:
     stored = memory.facts()
     by_id = {f.record_id: f for f in stored}
     fit = dict(batch_size=args.batch_size, dim=args.dim, threads=args.threads)  # FitConfig's settings
+    needed = {RERANKS.get(name, name) for name in args.memories}  # the fitted memories asked for or used
     if args.quick:
         gate = change_rate_speeds(stored)
         gate_note = "gate speeds: each relation's change rate in the window (the --quick stand-in, no MLP)"
-    elif {"romem-gate", RERANKS["romem-gate"], TIMED_RERANKS["romem-gate"]} & set(args.memories):
+    elif "romem-gate" in needed:
         from benchmarks.gate import pretrain_icews_gate
 
         gate = Path(args.gate) if args.gate else pretrain_icews_gate(args.out.with_name("gate.pt"))
@@ -248,26 +241,24 @@ def measure_questions(args: argparse.Namespace) -> Iterator[Row]:
     else:
         gate, gate_note = None, "no gate (no memory of this run uses one)"
     history = {"history": configs.load(configs.resolve(HISTORY_CONFIG))["model"]["history"]}
-    variants = {}
+    variants, fit_s = {}, {}  # fitted memory -> its TemporalMemory, its fit's seconds
     for name, speeds, family, extra in (
         ("romem-gate", gate, "romem", {}), ("romem-no-gate", None, "romem", {}),
         ("discrete", None, "tntcomplex", {}), ("history", None, "tntcomplex", history),
     ):  # fmt: skip
-        if not {name, RERANKS.get(name), TIMED_RERANKS.get(name)} & set(args.memories):
+        if name not in needed:
             continue
-        variant = TemporalMemory(store=memory.store, speeds=speeds)
+        variants[name] = TemporalMemory(store=memory.store, speeds=speeds)
         t0 = time.perf_counter()
         epochs = args.fit_epochs if name == "romem-gate" else (args.ablation_epochs or args.fit_epochs)
-        result = variant.fit(FitConfig(family, epochs=epochs, **fit, **extra))
-        stats[f"fit_s_{name}"] = time.perf_counter() - t0
-        print(f"fitted {name}: {result}, {stats[f'fit_s_{name}']:.1f} s", flush=True)
-        variants[name] = variant
+        result = variants[name].fit(FitConfig(family, epochs=epochs, **fit, **extra))
+        fit_s[name] = time.perf_counter() - t0
+        print(f"fitted {name}: {result}, {fit_s[name]:.1f} s", flush=True)
     builders = {
         "dense": dense, "bm25": bm25, "hybrid": hybrid, "symbolic": symbolic, "tem": tem,
         "symbolic-named": lambda memory: symbolic(memory, named_first=True),
         "hybrid-time": lambda memory: best(memory, 0.0, constrain=True, pool=args.time_pool),
     }  # fmt: skip
-    fitted = {v: k for k, v in RERANKS.items()} | {v: k for k, v in TIMED_RERANKS.items()}
     rows = []
     for name in args.memories:
         rankers = {}  # setting -> ranker: one per --alpha-g (a fitted memory) or --beta (its re-rank)
@@ -276,25 +267,24 @@ def measure_questions(args: argparse.Namespace) -> Iterator[Row]:
                 tuned = TemporalMemory(store=memory.store, alpha_g=alpha_g)
                 tuned.use_model(variants[name].model)
                 rankers[f"alpha_g={alpha_g:g}"] = temporal(tuned)
-        elif name in fitted:
-            constrain = name in TIMED_RERANKS.values()
+        elif name in RERANKS:
+            constrain = name.endswith("-time")
             pool = args.time_pool if constrain else POOL
             for beta in args.beta:
-                rankers[f"beta={beta:g}"] = best(variants[fitted[name]], beta, constrain, pool)
+                rankers[f"beta={beta:g}"] = best(variants[RERANKS[name]], beta, constrain, pool)
         else:
             rankers[""] = builders[name](memory)
         for setting, rank in rankers.items():  # a grid's rows name their setting
             label = f"{name} {setting}" if len(rankers) > 1 else name
             rows += evaluate(label, rank, setup.questions, by_id, encoder)
             print(f"evaluated {label}", flush=True)
-    counts = ", ".join(f"{t} {sum(q.qtype == t for q in setup.questions)}"
-                       for t in dict.fromkeys(q.qtype for q in setup.questions))  # fmt: skip
+    counts = ", ".join(f"{t} {n}" for t, n in Counter(q.qtype for q in setup.questions).items())
     cached = (
         f"; fact vectors read from {args.encoder_cache}: not an ingestion speed" if args.encoder_cache else ""
     )
-    fits = ", ".join(f"{k[6:]} {v:.0f} s" for k, v in stats.items() if k.startswith("fit_s_"))
+    fits = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in fit_s.items())
     notes = [
-        f"{args.split} set (seed {SEEDS[args.split]}): {len(setup.questions)} questions ({counts}) about "
+        f"{args.split} set (seed {SPLITS[args.split][0]}): {len(setup.questions)} questions ({counts}) about "
         f"{args.start}..{args.end}, all asked on {setup.questions[0].asked_on}; "
         f"gold over {len(setup.facts)} facts",
         f"memory: {stats['facts']} facts in {stats['sessions']} daily sessions; encoder {encoder.name}; "
@@ -331,10 +321,10 @@ def measure_ingest(args: argparse.Namespace) -> Iterator[Row]:
     variant; timings in seconds."""
     facts = icews_facts(args.data_dir, day_of(args.start), day_of(args.end))
     distinct = len({fact_text(*f[:3]) for f in facts})
-    minilm = SentenceEncoder()
+    minilm = encoder_of("minilm")
     minilm.encode(["load the model before the clock starts"])
     for name, encoder, cache in (("minilm, no cache", minilm, 0), ("minilm, cache", minilm, 50_000),
-                                 ("hashing, no cache", HashingEncoder(384), 0)):  # fmt: skip
+                                 ("hashing, no cache", encoder_of("hashing", 384), 0)):  # fmt: skip
         timed = TimedEncoder(encoder)
         memory = TemporalMemory(encoder=timed, verify=False, synchronous="OFF", embedding_cache=cache)
         stats = ingest(memory, facts, days_per_batch=1)
@@ -380,37 +370,31 @@ def measure_int8(args: argparse.Namespace) -> Iterator[Row]:
     cos = (a * b).sum(axis=1)
     near_a, near_b = (np.argsort(-(x[:300] @ x.T), axis=1)[:, :10] for x in (a, b))
     overlap = float(np.mean([len(set(x) & set(y)) / 10 for x, y in zip(near_a, near_b, strict=True)]))
+    drift = dict(cos_min=round(float(cos.min()), 4), cos_median=round(float(np.median(cos)), 4),
+                 top10_overlap=round(overlap, 3))  # fmt: skip
     for name in models:
-        same = name == "float32"
         yield dict(encoder=name, sentences=len(texts), threads=args.threads,
                    sentences_per_s=round(statistics.median(rates[name]), 1),
                    rounds=" ".join(f"{r:.0f}" for r in rates[name]),
-                   cos_min=1.0 if same else round(float(cos.min()), 4),
-                   cos_median=1.0 if same else round(float(np.median(cos)), 4),
-                   top10_overlap=1.0 if same else round(overlap, 3))  # fmt: skip
+                   **(dict.fromkeys(drift, 1.0) if name == "float32" else drift))  # fmt: skip
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
-    modes = {"questions": measure_questions, "ingest": measure_ingest, "int8": measure_int8}
-    return modes[args.mode](args)
+    return {"questions": measure_questions, "ingest": measure_ingest, "int8": measure_int8}[args.mode](args)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("mode", nargs="?", choices=tuple(MODES), default="questions")
-    parser.add_argument("--split", choices=tuple(SEEDS), default="test")
+    parser.add_argument("--split", choices=tuple(SPLITS), default="test")
     parser.add_argument("--start", default="2012-01-01", help="first day of the question window")
     parser.add_argument("--end", help="last day of the window (default 2012-12-31; ingest: 2012-03-31)")
-    parser.add_argument("--scale", type=float, help="questions per type x scale (test 1, dev 0.5)")
     parser.add_argument("--data-dir")
     parser.add_argument("--encoder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--memories", nargs="+", choices=MEMORIES, default=list(MEMORIES))
     parser.add_argument("--gate", help="a Semantic Speed Gate file (default: pretrain one beside --out)")
     parser.add_argument("--fit-epochs", type=int, default=20)
     parser.add_argument("--ablation-epochs", type=int, help="no-gate, discrete, history fits")
-    parser.add_argument("--questions", type=int, help="every n-th question, this many")
-    parser.add_argument(
-        "--alpha-g", type=float, nargs="+", default=[0.3], help="S_sem * (1 + alpha_g * S_kge)"
-    )
+    parser.add_argument("--alpha-g", type=float, nargs="+", default=[0.3], help="S_sem (1 + alpha_g S_kge)")
     parser.add_argument("--beta", type=float, nargs="+", default=[1.0], help="re-rank: hybrid + beta * S_kge")
     parser.add_argument("--time-pool", type=int, default=TIME_POOL, help="time-constraint candidates")
     parser.add_argument("--batch-size", type=int, default=1024)
@@ -437,8 +421,6 @@ def parse_args(argv: list[str] | None = None, setup: Setup | None = None) -> arg
     args.end = args.end or ("2012-03-31" if args.mode == "ingest" else "2012-12-31")
     if args.quick:
         args.start, args.end, args.encoder, args.fit_epochs = "2012-01-01", "2012-01-14", "hashing", 1
-        args.scale = 0.02 if args.scale is None else args.scale
-    args.scale = SPLITS[args.split][1] if args.scale is None else args.scale
     args.setup = setup
     return args
 
