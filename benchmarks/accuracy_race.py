@@ -71,28 +71,28 @@ def race_clock(budget_s: float, budget_epochs: float, on_epoch):
     return RaceClock()
 
 
-def race_one(config: Path, budget_s: float, budget_epochs: float, overrides: list[str], threshold: int,
-             record, time_auc: bool = True, eval_facts: int | None = None) -> None:  # fmt: skip
-    """Train ``config`` once; ``record(split, checkpoint, epoch, seconds, metrics, history)`` gets
-    every epoch's validation metrics and the last and best epochs' test metrics."""
+def race_one(config: Path, overrides: list[str], args: argparse.Namespace) -> tuple[bool, list[tuple]]:
+    """Train ``config`` once (``args``: the budget and what is ranked): whether its model has a history
+    term, and its evaluations ``(split, checkpoint, epoch, seconds, metrics)``: every epoch's
+    validation, then the last and the best epochs' test."""
     import torch
 
     from rotmem.commands.demo import ensure_gate
     from rotmem.evaluation import data_poor_facts, evaluate_subsets, time_discrimination
 
+    budget_s = math.inf if args.budget_epochs is not None else args.budget_s or 900.0
+    budget_epochs = args.max_epochs if args.budget_epochs is None else args.budget_epochs
     module, data, clip = build(config, overrides)
     ensure_gate(config, data.hparams.dataset, data.hparams.data_dir)
     kg = data.kg
-    history = getattr(module.model, "history", None) is not None
-    best = {"mrr": -math.inf}
-
-    samples = {split: eval_sample(kg.split(split).shape[0], eval_facts) for split in ("valid", "test")}
-    poor = data_poor_facts(kg, "test", threshold)
+    best, evaluations = {"mrr": -math.inf}, []
+    samples = {split: eval_sample(kg.split(split).shape[0], args.eval_facts) for split in ("valid", "test")}
+    poor = data_poor_facts(kg, "test", args.data_poor_threshold)
 
     def on_epoch(epoch: float, seconds: float, module) -> None:
         with torch.no_grad():
             metrics = evaluate_subsets(module.model, kg, {}, "valid", rows=samples["valid"])
-        record("valid", "epoch", epoch, seconds, metrics, history)
+        evaluations.append(("valid", "epoch", epoch, seconds, metrics))
         mrr = metrics["all"]["time-aware/realistic"]["mrr"]
         if mrr > best["mrr"]:
             state = copy.deepcopy(module.model.state_dict())  # tensors and extra state
@@ -107,7 +107,7 @@ def race_one(config: Path, budget_s: float, budget_epochs: float, overrides: lis
                 if bool(poor.any()):
                     rows = poor.nonzero().squeeze(1)
                     metrics["data-poor"] = evaluate_subsets(model, kg, {}, "test", rows=rows)["all"]
-            if time_auc:
+            if not args.no_time_auc:
                 metrics["all"]["time_auc"] = time_discrimination(model, kg, "test")["auc"]
         return metrics
 
@@ -117,13 +117,14 @@ def race_one(config: Path, budget_s: float, budget_epochs: float, overrides: lis
     trainer.fit(module, datamodule=data)
     last_epoch = trainer.current_epoch - 1 + clock.batches / trainer.num_training_batches
     last = test(module.model)
-    record("test", "last", round(last_epoch, 3), round(clock.spent, 1), last, history)
+    evaluations.append(("test", "last", round(last_epoch, 3), round(clock.spent, 1), last))
     if best["epoch"] == round(last_epoch, 3):
         best_metrics = last
     else:
         module.model.load_state_dict(best["state"])
         best_metrics = test(module.model)
-    record("test", "best-valid", best["epoch"], best["seconds"], best_metrics, history)
+    evaluations.append(("test", "best-valid", best["epoch"], best["seconds"], best_metrics))
+    return getattr(module.model, "history", None) is not None, evaluations
 
 
 def eval_sample(size: int, count: int | None):
@@ -324,50 +325,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def measure(args: argparse.Namespace) -> Iterator[Row]:
     from rotmem import configs
 
-    budget_s = math.inf if args.budget_epochs is not None else args.budget_s or 900.0
-    budget_epochs = args.max_epochs if args.budget_epochs is None else args.budget_epochs
-    overrides, protocol = [], "standard"
+    overrides, protocol, weeks = [], "standard", args.hold_out_weeks
     if args.time_split:
         overrides, protocol = ["--data.time_split", str(list(args.time_split))], "time-split"
-    if args.hold_out_weeks is not None:
-        overrides, protocol = ["--data.hold_out_weeks", str(args.hold_out_weeks)], "hold-out-weeks"
-        protocol += f"-{args.hold_out_weeks}"
+    if weeks is not None:
+        overrides, protocol = ["--data.hold_out_weeks", str(weeks)], f"hold-out-weeks-{weeks}"
     overrides += ["--data.dataset", args.data] if args.data else []
     for item in args.set:
         key, _, value = item.partition("=")
         overrides += [f"--{key}", value]
     for config in map(configs.resolve, args.configs):
         for seed in args.seeds:
-            rows: list[Row] = []
-            run = dict(model=config.stem, config=config.name, seed=seed)
-
-            def record(split, checkpoint, epoch, seconds, metrics, history, rows=rows, run=run) -> None:
-                base = run | dict(history="yes" if history else "no", protocol=protocol)
-                new = csv_rows(base, split, checkpoint, epoch, seconds, metrics)
-                rows.extend(row | {"threads": args.threads} for row in new)
-
             seeded = [*overrides, "--seed_everything", str(seed), "--data.seed", str(seed)]
-            race_one(config, budget_s, budget_epochs, seeded, args.data_poor_threshold, record,
-                     not args.no_time_auc, args.eval_facts)  # fmt: skip
-            yield from rows
+            history, evaluations = race_one(config, seeded, args)
+            run = dict(model=config.stem, config=config.name, seed=seed, history="yes" if history else "no")
+            for evaluation in evaluations:
+                rows = csv_rows(run | {"protocol": protocol}, *evaluation)
+                yield from (row | {"threads": args.threads} for row in rows)
 
 
 SPEC = Benchmark("accuracy_race", __doc__, measure, add_arguments, out_dir=RESULTS / "accuracy_race",
                  partial=True, env=("OMP_NUM_THREADS", "ROTMEM_DATA_DIR"))  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> None:
     args = SPEC.parser().parse_args(argv)
     if args.paper_curve is not None:
         plot_paper_curve(args.paper_curve or PAPER_CURVES)
-        return 0
-    if args.summarize:
+    elif args.summarize:
         write_outputs([row for path in args.summarize for row in read_race(Path(path))], args.out_dir)
-        return 0
-    SPEC.run(args, command_line("accuracy_race", argv, SPEC.env))
-    write_outputs(read_csv(SPEC.out_path(args)), args.out_dir)
-    return 0
+    else:
+        SPEC.run(args, command_line("accuracy_race", argv, SPEC.env))
+        write_outputs(read_csv(SPEC.out_path(args)), args.out_dir)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -66,7 +66,9 @@ PARAPHRASES = [
 ]
 
 
-def setting_from_config(path: Path) -> dict:
+def setting_from_config(name: str | Path) -> dict:
+    """The Phase-1 setting of a gate config (a packaged name or a file)."""
+    path = configs.resolve(name)
     config = yaml.safe_load(path.read_text())
     data = {k: v for k, v in config["data"].items() if k not in ("dataset", "data_dir")}
     return {
@@ -132,11 +134,10 @@ def evaluate_setting(kg, setting: dict, seeds: int):
     return summary, zero_shot, alpha, data, module
 
 
-def plot_alpha(
-    alpha: torch.Tensor, data: GateTransitionData, spearman_all: float, path: Path, top: int = 12
-) -> None:
+def plot_alpha(alpha: torch.Tensor, data: GateTransitionData, spearman_all: float, path: Path) -> None:
+    """α against the change rate, and the sorted α of the ``top`` most static and dynamic relations."""
     pairs, rate = data.all_transitions.per_relation()
-    has = pairs > 0
+    has, top = pairs > 0, 12
     fig, (left, right) = subplots(1, 2, figsize=(15, 7), gridspec_kw={"width_ratios": [1, 1.25]})
     left.scatter(rate[has], alpha[has], s=8 + 6 * torch.log1p(pairs[has].float()), alpha=0.6)
     left.set_xlabel("observed change rate of the relation's slots (train split)")
@@ -164,16 +165,14 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir")
     parser.add_argument("--config", default=str(configs.resolve("gate-icews05-15")))
     parser.add_argument("--seeds", type=int, default=20, help="zero-shot splits")
-    parser.add_argument(
-        "--skip-paper", action="store_true", help="only the config's setting (no bare text, paper)"
-    )
+    parser.add_argument("--skip-paper", action="store_true", help="only the config's (no bare text, paper)")
 
 
-def alpha_rows(kg, alpha: torch.Tensor, data: GateTransitionData) -> list[Row]:
+def alpha_rows(alpha: torch.Tensor, data: GateTransitionData) -> list[Row]:
     pairs, rate = data.all_transitions.per_relation()
     return [{"relation": name, "alpha": round(float(alpha[i]), 5),
              "change_rate": "" if pairs[i] == 0 else round(float(rate[i]), 5), "pairs": int(pairs[i])}
-            for i, name in enumerate(kg.relations)]  # fmt: skip
+            for i, name in enumerate(data.kg.relations)]  # fmt: skip
 
 
 def report(args: argparse.Namespace) -> Iterator[Row]:
@@ -181,12 +180,12 @@ def report(args: argparse.Namespace) -> Iterator[Row]:
         write_csv(args.out_dir / name, rows, command_line("gate", env=DATA_DIR), commit_of())
 
     kg = load_dataset(args.data, args.data_dir)
-    main_setting = setting_from_config(configs.resolve(args.config))
+    main_setting = setting_from_config(args.config)
     settings = [main_setting]
     if not args.skip_paper:
         bare = {**main_setting["data"], "template": BARE_TEMPLATE}
         settings.append({**main_setting, "name": f"{main_setting['name']}, bare text", "data": bare})
-        settings.append(setting_from_config(configs.resolve("gate-icews05-15-paper")))
+        settings.append(setting_from_config("gate-icews05-15-paper"))
     evaluated = []  # (summary, zero-shot rows, α, data, module) per setting, the config's first
     for setting in settings:
         print(f"setting {setting['name']}: lr {setting['lr']}, {setting['epochs']} epochs", flush=True)
@@ -194,7 +193,7 @@ def report(args: argparse.Namespace) -> Iterator[Row]:
         yield evaluated[-1][0]
     write(f"gate_zero_shot_{kg.name}.csv", [row for _, zero_shot, *_ in evaluated for row in zero_shot])
     main_summary, _, main_alpha, main_data, main_module = evaluated[0]
-    write(f"gate_alpha_{kg.name}.csv", alpha_rows(kg, main_alpha, main_data))
+    write(f"gate_alpha_{kg.name}.csv", alpha_rows(main_alpha, main_data))
     plot_alpha(main_alpha, main_data, main_summary["spearman"], args.out_dir / f"gate_alpha_{kg.name}.png")
 
     # Paraphrases: the gate trained on all relations (config setting), α of text it never saw.
@@ -212,23 +211,21 @@ def report(args: argparse.Namespace) -> Iterator[Row]:
 
     # The synthetic KG: static vs dynamic relations, with its own config.
     syn = synthetic_kg().kg
-    syn_data, _, syn_alpha = fit(syn, setting_from_config(configs.resolve("gate-synthetic")))
-    write("gate_alpha_synthetic.csv", alpha_rows(syn, syn_alpha, syn_data))
+    syn_data, _, syn_alpha = fit(syn, setting_from_config("gate-synthetic"))
+    write("gate_alpha_synthetic.csv", alpha_rows(syn_alpha, syn_data))
 
 
 # --- paraphrases ---
 def pretrain_icews_gate(path: Path) -> Path:
     """A Phase-1 gate on the ICEWS05-15 training split (the packaged gate-icews05-15 settings), saved at
     ``path`` (also the temporal-QA benchmark's gate)."""
-    _, module, _ = fit(None, setting_from_config(configs.resolve("gate-icews05-15")))
+    _, module, _ = fit(None, setting_from_config("gate-icews05-15"))
     module.gate.save(path, source="benchmarks.temporal_qa: gate-icews05-15 on the ICEWS05-15 train split")
     return path
 
 
 def paraphrases_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--gate", type=Path, help="a saved gate (default: pretrain gate-icews05-15 beside --out)"
-    )
+    parser.add_argument("--gate", type=Path, help="a saved gate (default: pretrain gate-icews05-15 by --out)")
     parser.add_argument("--data-dir")
 
 
@@ -253,16 +250,14 @@ def paraphrases(args: argparse.Namespace) -> Iterator[Row]:
             plain = float(gate.alpha([p.text])[0])
         exclude = [p.text] if p.split == "train" else []
         anch = float(anchored.alpha([p.text], exclude=exclude)[0])
-        rows.append(
-            dict(
-                family=p.family, relation=p.relation, phrasing=p.text, split=p.split,
-                template=(p.relation, p.text) in templates,
-                alpha_relation_plain=round(plain_rel[p.relation], 4), alpha_plain=round(plain, 4),
-                gap_plain=round(abs(plain - plain_rel[p.relation]), 4),
-                alpha_relation_anchored=round(anchored_rel[p.relation], 4), alpha_anchored=round(anch, 4),
-                gap_anchored=round(abs(anch - anchored_rel[p.relation]), 4),
-            )
-        )  # fmt: skip
+        rows.append(dict(
+            family=p.family, relation=p.relation, phrasing=p.text, split=p.split,
+            template=(p.relation, p.text) in templates,
+            alpha_relation_plain=round(plain_rel[p.relation], 4), alpha_plain=round(plain, 4),
+            gap_plain=round(abs(plain - plain_rel[p.relation]), 4),
+            alpha_relation_anchored=round(anchored_rel[p.relation], 4), alpha_anchored=round(anch, 4),
+            gap_anchored=round(abs(anch - anchored_rel[p.relation]), 4),
+        ))  # fmt: skip
 
     summary = []
     sets = {
@@ -273,18 +268,15 @@ def paraphrases(args: argparse.Namespace) -> Iterator[Row]:
     for method, alpha_rel in alphas.items():
         for name, keep in sets.items():
             gaps = [r[f"gap_{method}"] for r in rows if keep(r)]
-            summary.append(
-                dict(
-                    method=method, phrasings=name, n=len(gaps),
-                    median_gap=round(statistics.median(gaps), 4), max_gap=round(max(gaps), 4),
-                    spearman_change_rate=spearman(alpha_rel, rate, pairs >= 1),
-                    **{f"spearman_ge{MIN_PAIRS}": spearman(alpha_rel, rate, pairs >= MIN_PAIRS)},
-                    temperature=temperature if method == "anchored" else "",
-                    loo_max_gap_by_temperature=str(loo_max) if method == "anchored" else "",
-                )
-            )  # fmt: skip
-    summary_csv = args.out.with_name("gate_paraphrase_summary.csv")
-    write_csv(summary_csv, summary, command_line("gate"), commit_of())
+            summary.append(dict(
+                method=method, phrasings=name, n=len(gaps),
+                median_gap=round(statistics.median(gaps), 4), max_gap=round(max(gaps), 4),
+                spearman_change_rate=spearman(alpha_rel, rate, pairs >= 1),
+                **{f"spearman_ge{MIN_PAIRS}": spearman(alpha_rel, rate, pairs >= MIN_PAIRS)},
+                temperature=temperature if method == "anchored" else "",
+                loo_max_gap_by_temperature=str(loo_max) if method == "anchored" else "",
+            ))  # fmt: skip
+    write_csv(args.out.with_name("gate_paraphrase_summary.csv"), summary, command_line("gate"), commit_of())
     args.notes += [str(s) for s in summary]
     yield from rows
 
@@ -293,13 +285,14 @@ def paraphrases(args: argparse.Namespace) -> Iterator[Row]:
 Smoothing = tuple[float, torch.Tensor, torch.Tensor]  # (lambda, W [A, A], anchor_relation [A])
 
 
-def train_gate(data: GateTransitionData, paraphrase_embeddings, paraphrase_relations, weight_decay: float,
-               lr: float, epochs: int, seed: int,
+def train_gate(data: GateTransitionData, setting: dict, weight_decay: float,
+               paraphrases: tuple[torch.Tensor, torch.Tensor] | None = None,
                smoothing: Smoothing | None = None) -> SemanticSpeedGate:  # fmt: skip
-    """Phase 1 full-batch (``GatePretrainModule.loss``), plus the augmentation term when
-    ``paraphrase_embeddings [P, D]`` is given (``paraphrase_relations [P]``: their relation ids),
-    plus the smoothing penalty when ``smoothing = (lambda, W [A, A], anchor_relation [A])``."""
-    torch.manual_seed(seed)
+    """Phase 1 full-batch (``GatePretrainModule.loss``, with ``setting``'s lr, epochs and seed), plus
+    the augmentation term when ``paraphrases = (embeddings [P, D], their relation ids [P])``, plus the
+    smoothing penalty when ``smoothing = (lambda, W [A, A], anchor_relation [A])``."""
+    lr = setting["lr"]
+    torch.manual_seed(setting["seed"])
     module = GatePretrainModule(
         data.embedding_dim, data.encoder, data.template, data.median_delta_days, lr=lr
     )
@@ -308,15 +301,16 @@ def train_gate(data: GateTransitionData, paraphrase_embeddings, paraphrase_relat
         lr=lr, weight_decay=weight_decay,
     )  # fmt: skip
     batch = data.full_batch()
-    if paraphrase_embeddings is not None:
-        rows = [torch.nonzero(batch["relation"] == int(r)).squeeze(1) for r in paraphrase_relations]
+    if paraphrases is not None:
+        embeddings, relation_ids = paraphrases
+        rows = [torch.nonzero(batch["relation"] == int(r)).squeeze(1) for r in relation_ids]
         selected = torch.cat(rows)
         owner = torch.cat([torch.full((len(r),), k) for k, r in enumerate(rows)])
-    for _ in range(epochs):
+    for _ in range(setting["epochs"]):
         optimiser.zero_grad()
         loss = module.loss(batch)
-        if paraphrase_embeddings is not None:
-            alpha = module.gate(paraphrase_embeddings)[owner]
+        if paraphrases is not None:
+            alpha = module.gate(embeddings)[owner]
             p = change_probability(alpha, module.scale, batch["delta_days"][selected])
             loss = loss + weighted_bce(p, batch["changed"][selected], batch["weight"][selected])
         if smoothing is not None:
@@ -329,13 +323,6 @@ def train_gate(data: GateTransitionData, paraphrase_embeddings, paraphrase_relat
     return module.gate.eval()
 
 
-def heldout_gaps(alpha_held, alpha_rel, heldout, relations) -> list[float]:
-    """``|alpha(phrasing) - alpha(its relation)|`` per held-out phrasing."""
-    index = {r: i for i, r in enumerate(relations)}
-    pairs = zip(alpha_held, heldout, strict=True)
-    return [abs(float(a) - float(alpha_rel[index[p.relation]])) for a, p in pairs]
-
-
 def regularisation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weight-decay", type=float, nargs="+", default=[0.0, 0.1, 0.3, 1.0])
     parser.add_argument("--smoothing", type=float, nargs="*", default=[1.0, 3.0, 10.0, 30.0])
@@ -344,17 +331,17 @@ def regularisation_arguments(parser: argparse.ArgumentParser) -> None:
 
 def regularisation(args: argparse.Namespace) -> Iterator[Row]:
     torch.set_num_threads(1)  # tiny matrices: threads only add synchronisation (phase1_gate docs)
-    setting = setting_from_config(configs.resolve("gate-icews05-15"))
+    setting = setting_from_config("gate-icews05-15")
     data = GateTransitionData(**setting["data"], data_dir=args.data_dir)
     kg, relations = data.kg, data.kg.relations
     paraphrases = read_paraphrases()
     train = [p for p in paraphrases if p.split == "train"]
     heldout = [p for p in paraphrases if p.split == "heldout"]
+    heldout_relation = torch.tensor([kg.relation_id(p.relation) for p in heldout])
     encoder = RelationEncoder(data.encoder)  # one MiniLM for the paraphrases and the anchors
     train_embeddings = encoder.encode(relation_sentences([p.text for p in train], data.template))
-    train_relations = torch.tensor([kg.relation_id(p.relation) for p in train])
+    augmentation = (train_embeddings, torch.tensor([kg.relation_id(p.relation) for p in train]))
     pairs, rate = mine_transitions(kg.train, kg.num_relations).per_relation()
-    lr, epochs, seed = setting["lr"], setting["epochs"], setting["seed"]
 
     anchors = anchors_for(relations, paraphrases)
     anchor_texts = list(anchors)
@@ -369,25 +356,22 @@ def regularisation(args: argparse.Namespace) -> Iterator[Row]:
     for augment, weight_decay, smoothing in settings:
         t0 = time.perf_counter()
         penalty = (smoothing, leave_one_out, anchor_relation) if smoothing else None
-        gate = train_gate(data, train_embeddings if augment else None, train_relations, weight_decay,
-                          lr, epochs, seed, penalty)  # fmt: skip
+        gate = train_gate(data, setting, weight_decay, augmentation if augment else None, penalty)
         temperature, _ = choose_temperature(gate, anchors, paraphrases)
         anchored = AnchoredSpeeds(gate, anchors, temperature)
-        with torch.no_grad():
-            plain_rel = gate.alpha(relations)
-            plain_held = gate.alpha([p.text for p in heldout])
-        anchored_rel = anchored.alpha(relations)
-        anchored_held = anchored.alpha([p.text for p in heldout])
-        plain = heldout_gaps(plain_held, plain_rel, heldout, relations)
-        anch = heldout_gaps(anchored_held, anchored_rel, heldout, relations)
-
+        row = dict(paraphrases=augment, weight_decay=weight_decay, smoothing=smoothing)
+        row["temperature"] = temperature
+        alpha, gaps = {}, {}  # per method: the relations' speeds, |alpha(phrasing) - alpha(its relation)|
+        for method, speeds in (("plain", gate.alpha), ("anchored", anchored.alpha)):
+            with torch.no_grad():
+                alpha[method] = speeds(relations)
+                held = speeds([p.text for p in heldout]).double()
+            gaps[method] = (held - alpha[method][heldout_relation].double()).abs().tolist()
+            row[f"heldout_median_{method}"] = round(statistics.median(gaps[method]), 4)
+            row[f"heldout_max_{method}"] = round(max(gaps[method]), 4)
+        anch, anchored_rel = gaps["anchored"], alpha["anchored"]
         worst = max(range(len(heldout)), key=lambda i: anch[i])
-        row = dict(
-            paraphrases=augment, weight_decay=weight_decay, smoothing=smoothing, temperature=temperature,
-            heldout_median_plain=round(statistics.median(plain), 4),
-            heldout_max_plain=round(max(plain), 4),
-            heldout_median_anchored=round(statistics.median(anch), 4),
-            heldout_max_anchored=round(max(anch), 4),
+        yield row | dict(
             heldout_max_over_alpha_max=round(max(anch) / float(anchored_rel.max()), 3),
             worst_anchored=f"{heldout[worst].text} ({heldout[worst].relation})",
             spearman_ge1=spearman(anchored_rel, rate, pairs >= 1),
@@ -395,32 +379,16 @@ def regularisation(args: argparse.Namespace) -> Iterator[Row]:
             alpha_std=round(float(anchored_rel.std()), 4), alpha_min=round(float(anchored_rel.min()), 4),
             alpha_max=round(float(anchored_rel.max()), 4), seconds=round(time.perf_counter() - t0, 1),
         )  # fmt: skip
-        yield row
 
 
 # --- ablation ---
-VARIANTS = {
-    "gate": lambda gate, paper_gate: ["--model.family.speed", "gate", "--model.gate_path", gate],
-    "no-gate": lambda gate, paper_gate: ["--config", str(configs.resolve("ablation-no-gate"))],
-    "learned": lambda gate, paper_gate: ["--config", str(configs.resolve("ablation-learned-alpha"))],
-    "gate-paper": lambda gate, paper_gate: ["--model.family.speed", "gate", "--model.gate_path", paper_gate],
+VARIANTS = {  # the arguments each variant adds to the config's (``args``: the section's options)
+    "gate": lambda args: ["--model.family.speed", "gate", "--model.gate_path", args.gate],
+    "no-gate": lambda args: ["--config", str(configs.resolve("ablation-no-gate"))],
+    "learned": lambda args: ["--config", str(configs.resolve("ablation-learned-alpha"))],
+    "gate-paper": lambda args: ["--model.family.speed", "gate", "--model.gate_path", args.paper_gate],
 }
 METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
-
-
-def run_variant(config: str, variant: str, gate: str, paper_gate: str, log_dir: str) -> Row:
-    from lightning_modules.cli import run_lightning_cli
-
-    args = ["--config", str(configs.resolve(config)), *VARIANTS[variant](gate, paper_gate)]
-    start = time.time()
-    quiet = ["--trainer.enable_progress_bar", "false", "--trainer.logger.init_args.save_dir", log_dir]
-    cli = run_lightning_cli(["fit", *args, *quiet])
-    fit_seconds = time.time() - start
-    result = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best", verbose=False)[0]
-    row = {"variant": variant, "config": Path(config).name, "epochs": cli.trainer.max_epochs}
-    for kind in ("time-aware", "static"):
-        row.update({f"{kind}/{m}": round(float(result[f"test/{kind}/{m}"]), 4) for m in METRICS})
-    return row | {"fit_seconds": round(fit_seconds, 1)}
 
 
 def ablation_arguments(parser: argparse.ArgumentParser) -> None:
@@ -433,9 +401,22 @@ def ablation_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def ablation(args: argparse.Namespace) -> Iterator[Row]:
+    """Per variant: ``rotmem fit`` of the config, then test of its best-validation checkpoint."""
+    from lightning_modules.cli import run_lightning_cli
+
     with tempfile.TemporaryDirectory() as logs:
         for variant in args.variants:
-            yield run_variant(args.config, variant, args.gate, args.paper_gate, f"{logs}/{variant}")
+            start = time.time()
+            config = ["--config", str(configs.resolve(args.config)), *VARIANTS[variant](args)]
+            log_dir = ["--trainer.logger.init_args.save_dir", f"{logs}/{variant}"]
+            cli = run_lightning_cli(["fit", *config, "--trainer.enable_progress_bar", "false", *log_dir])
+            fit_seconds = time.time() - start
+            trainer = cli.trainer
+            result = trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best", verbose=False)[0]
+            row = {"variant": variant, "config": Path(args.config).name, "epochs": trainer.max_epochs}
+            for kind in ("time-aware", "static"):
+                row.update({f"{kind}/{m}": round(float(result[f"test/{kind}/{m}"]), 4) for m in METRICS})
+            yield row | {"fit_seconds": round(fit_seconds, 1)}
 
 
 DATA_DIR, BOTH = ("ROTMEM_DATA_DIR",), ("OMP_NUM_THREADS", "ROTMEM_DATA_DIR")

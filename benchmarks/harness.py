@@ -1,5 +1,5 @@
 """What the kernel and training benchmarks share: the training step they time, the CPU's peak memory,
-the demo config's history term and model, and a quiet Lightning trainer.
+the demo config's model with its history term, and a quiet Lightning trainer.
 """
 
 import warnings
@@ -15,14 +15,6 @@ TAU0 = 12784.0  # 2005-01-01 in days since 1970-01-01: ICEWS05-15's first day
 REGULARIZER_WEIGHT = 0.01
 
 
-def demo_history():
-    """The history term of the demo config (icews05-15-romem-complex-rules)."""
-    from rotmem.models import HistorySpec
-
-    slots, pairs, rules = (1, 3, 7, 30, 90, 365), (1, 3, 7, 30), (0, 1, 2, 3, 5, 7, 14, 30)
-    return HistorySpec(slot_windows=slots, pair_windows=pairs, rule_windows=rules)
-
-
 def demo_module(kg, batch_size: int, dim: int, history: bool = True, drop_last: bool = False, **family):
     """``(data module, Phase2Module)``: the demo config's family (``RoMemComplEx`` at ``dim``,
     ``family``: its other settings, weights drawn after ``torch.manual_seed(0)``) with its history term
@@ -30,14 +22,16 @@ def demo_module(kg, batch_size: int, dim: int, history: bool = True, drop_last: 
     batches of ``batch_size`` facts without negative days (so no time term)."""
     from lightning_modules.kg_data import TemporalKGDataModule
     from lightning_modules.phase2 import Phase2Module
-    from rotmem.models import RoMemComplEx
+    from rotmem.models import HistorySpec, RoMemComplEx
 
     data = TemporalKGDataModule(kg=kg, batch_size=batch_size, num_negative_times=0, drop_last=drop_last)
     torch.manual_seed(0)
     shape = dict(tau0=data.tau0, num_days=data.num_days, dim=dim)
     model = RoMemComplEx(data.num_entities, data.num_relations, **shape, **family)
     objective = dict(regularizer="modulus3", regularizer_weight=1e-3, smoothness_weight=1.0, time_weight=0.0)
-    return data, Phase2Module(model, history=demo_history() if history else None, **objective)
+    slots, pairs, rules = (1, 3, 7, 30, 90, 365), (1, 3, 7, 30), (0, 1, 2, 3, 5, 7, 14, 30)  # the demo's
+    spec = HistorySpec(slot_windows=slots, pair_windows=pairs, rule_windows=rules) if history else None
+    return data, Phase2Module(model, history=spec, **objective)
 
 
 def quiet_trainer(root: str, **settings):

@@ -27,9 +27,9 @@ from rotmem.losses import one_vs_all_loss
 VARIANTS = ("counts-in-step", "counts-in-loader", "no-history")
 
 
-def random_kg(entities: int, relations: int, facts: int, days: int, seed: int) -> TemporalKG:
-    """Facts drawn uniformly over ``days`` days (day numbers near ICEWS05-15's)."""
-    g = torch.Generator().manual_seed(seed)
+def random_kg(facts: int, entities: int = 100, relations: int = 20, days: int = 4000) -> TemporalKG:
+    """``facts`` facts drawn uniformly (seed 0) over ``days`` days (day numbers near ICEWS05-15's)."""
+    g = torch.Generator().manual_seed(0)
     columns = [(0, entities), (0, relations), (0, entities), (16071, 16071 + days)]
     train = torch.stack([torch.randint(low, high, (facts,), generator=g) for low, high in columns], 1)
     names = [f"e{i}" for i in range(entities)], [f"r{i}" for i in range(relations)]
@@ -88,22 +88,17 @@ def syncs_per_step(variant: str, data, module) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dim", type=int, default=8)
-    parser.add_argument("--entities", type=int, default=100)
-    parser.add_argument("--relations", type=int, default=20)
     parser.add_argument("--facts", type=int, default=20000, help="training facts (batches: facts/batch)")
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--epochs", type=int, default=3, help="epochs per variant, interleaved")
     add_threads(parser)
-    parser.add_argument(
-        "--variants", type=comma_list(VARIANTS), default=",".join(VARIANTS), help="some of these"
-    )
+    parser.add_argument("--variants", type=comma_list(VARIANTS), default=",".join(VARIANTS))
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
     variants = args.variants
-    kg = random_kg(args.entities, args.relations, args.facts, 4000, seed=0)
-    built = {v: demo_module(kg, args.batch, args.dim, v != "no-history", drop_last=True) for v in variants}
+    kg = random_kg(args.facts)
+    built = {v: demo_module(kg, args.batch, 8, v != "no-history", drop_last=True) for v in variants}
     steps: dict[str, list[float]] = {v: [] for v in variants}
     batches: dict[str, list[float]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as root:

@@ -37,33 +37,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, default=4, help="most epochs a trial trains")
     parser.add_argument("--threads", type=int, help="torch CPU threads while training")
     parser.add_argument("--seed", type=int, default=0, help="the sampler's and the trials' seed")
-    parser.add_argument("--eval-batch-size", type=int, default=1000)
-
-
-def suggest(trial, model: dict) -> tuple[dict, float, int]:
-    """The family spec, learning rate and batch size of ``trial`` around the config's ``model``."""
-    family = {**model["family"], "init_args": dict(model["family"].get("init_args") or {})}
-    family["init_args"]["dim"] = trial.suggest_categorical("dim", [128, 256, 512])
-    trial.suggest_float("regularizer_weight", 1e-4, 1e-2, log=True)
-    lr = trial.suggest_float("lr", 0.02, 0.3, log=True)
-    return family, lr, trial.suggest_categorical("batch_size", [500, 1000])
 
 
 def train_trial(trial, args: argparse.Namespace, settings: dict) -> float:
-    """Train one trial; its best validation time-aware MRR (realistic ties). Each epoch's figures go
-    to the trial's user attributes, so the CSV has the curve of pruned trials too."""
+    """Train one trial with the settings Optuna suggests around the config's (``SPACE``); its best
+    validation time-aware MRR (realistic ties). Each epoch's figures go to the trial's user attributes,
+    so the CSV has the curve of pruned trials too."""
     import optuna
 
     model_settings, data = settings["model"], settings["data"]
     kg = load_dataset(args.data or data["dataset"])
-    family, lr, batch_size = suggest(trial, model_settings)
+    family = {**model_settings["family"], "init_args": dict(model_settings["family"].get("init_args") or {})}
+    family["init_args"]["dim"] = trial.suggest_categorical("dim", [128, 256, 512])
+    regularizer_weight = trial.suggest_float("regularizer_weight", 1e-4, 1e-2, log=True)
+    lr = trial.suggest_float("lr", 0.02, 0.3, log=True)
+    batch_size = trial.suggest_categorical("batch_size", [500, 1000])
     history = model_settings.get("history")
     config = TrainConfig(
         family=family,
         history=HistorySpec(**history) if history else None,
         objective=Objective(
             regularizer=model_settings.get("regularizer", "l4"),
-            regularizer_weight=trial.params["regularizer_weight"],
+            regularizer_weight=regularizer_weight,
             time_weight=model_settings.get("time_weight", 0.0),
             smoothness_weight=model_settings.get("smoothness_weight", 0.0),
         ),
@@ -85,7 +80,7 @@ def train_trial(trial, args: argparse.Namespace, settings: dict) -> float:
         nonlocal best, ranking
         train_seconds = time.perf_counter() - start - ranking  # training only
         ranked = time.perf_counter()
-        metrics = evaluate_all(model, kg, "valid", batch_size=args.eval_batch_size)
+        metrics = evaluate_all(model, kg, "valid")
         ranking += time.perf_counter() - ranked
         mrr = metrics["time-aware/realistic"]["mrr"]
         trial.set_user_attr(
@@ -124,9 +119,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     try:
         import optuna
     except ImportError:
-        raise SystemExit(
-            "benchmarks.tune_accuracy needs Optuna: pip install optuna (or rotmem[dev])"
-        ) from None
+        raise SystemExit("tune_accuracy needs Optuna: pip install optuna (or rotmem[dev])") from None
     settings = yaml.safe_load(configs.resolve(args.config).read_text())
     if settings["model"].get("gate_path"):
         raise SystemExit(
