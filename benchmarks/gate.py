@@ -359,8 +359,8 @@ def regularisation(args: argparse.Namespace) -> Iterator[Row]:
         gate = train_gate(data, setting, weight_decay, augmentation if augment else None, penalty)
         temperature, _ = choose_temperature(gate, anchors, paraphrases)
         anchored = AnchoredSpeeds(gate, anchors, temperature)
-        row = dict(paraphrases=augment, weight_decay=weight_decay, smoothing=smoothing)
-        row["temperature"] = temperature
+        row = dict(paraphrases=augment, weight_decay=weight_decay, smoothing=smoothing,
+                   temperature=temperature)  # fmt: skip
         alpha, gaps = {}, {}  # per method: the relations' speeds, |alpha(phrasing) - alpha(its relation)|
         for method, speeds in (("plain", gate.alpha), ("anchored", anchored.alpha)):
             with torch.no_grad():

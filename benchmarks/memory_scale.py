@@ -95,7 +95,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
             seconds, n = time.perf_counter() - start, len(store)
         yield row("reopen_rebuild_index_s", seconds, "s", note=f"{n} vectors from SQLite")
         queries = unit_vectors(rng, args.queries, args.dim)
-        faiss = [("faiss", {}, "1"), ("faiss", {"small_batch_threads": None}, "openmp")]  # the threads
+        # (backend, its options, its threads' label)
+        faiss = [("faiss", {}, "1"), ("faiss", {"small_batch_threads": None}, "openmp")]
         for backend, options, threads in [*(faiss if faiss_available() else []), ("torch", {}, "")]:
             with TEMStore(path, encoder=encoder, index_backend=backend, index_options=options) as store:
                 store.retrieve_vector(queries[0], args.k)  # warm-up
