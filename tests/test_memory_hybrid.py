@@ -112,3 +112,15 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="k must be"):
         HybridRetriever(memory).retrieve("x", k=0)
     assert HybridRetriever(TEMStore(encoder=HashingEncoder(8))).retrieve("anything", k=3) == []
+
+
+def test_hits_are_the_ranked_units_facts_and_scores():
+    """``hits_many`` (what BestMemory reads) holds ``ranked_many``'s units, in order, without Evidence."""
+    memory = _memory()
+    retriever = HybridRetriever(memory)
+    questions = ["What pet did Ann adopt?", "When did Bo run a marathon?"]
+    vectors = memory.store.encode(questions)
+    ranked = retriever.ranked_many(questions, 4, vectors, [None, None])
+    hits = retriever.hits_many(questions, 4, vectors, [None, None])
+    assert [[(u.records, u.score) for u in units] for units in ranked] == [list(h) for h in hits]
+    assert all(len(h) == 4 for h in hits) and any(hit.records for h in hits for hit in h)

@@ -35,7 +35,7 @@ import numpy as np
 
 from rotmem.memory.records import SessionResult, check_question
 from rotmem.memory.retrieval.constrain import Candidate, Slot, apply_constraint
-from rotmem.memory.retrieval.hybrid import LEXICAL_WEIGHT, TIME_BOOST, Evidence, HybridRetriever
+from rotmem.memory.retrieval.hybrid import LEXICAL_WEIGHT, TIME_BOOST, Evidence, HybridRetriever, UnitHit
 from rotmem.memory.retrieval.time_constraint import TimeConstraint, parse_time_constraint
 from rotmem.memory.tem.tense import asks_about_past
 from rotmem.memory.temporal.fit import FitConfig
@@ -184,7 +184,7 @@ class BestMemory:
             asked.append((tq, now_day, constraint))
             texts.append(text)
         depth = max(max(self.pool, query.k) for query in queries)
-        units = self.hybrid.ranked_many(texts, depth, rows, [now_day for _, now_day, _ in asked])
+        units = self.hybrid.hits_many(texts, depth, rows, [now_day for _, now_day, _ in asked])
         return [
             self._finish(found[: max(self.pool, query.k)], query.k, tq, now_day, constraint, vector)
             for query, found, (tq, now_day, constraint), vector in zip(
@@ -204,7 +204,7 @@ class BestMemory:
 
     def _finish(
         self,
-        units: list[Evidence],
+        units: Sequence[Evidence | UnitHit],
         k: int,
         tq: TimeQuery,
         now_day: float,

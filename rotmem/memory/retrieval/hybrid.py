@@ -33,6 +33,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -102,6 +103,13 @@ class Evidence:
         if self.turn is None and self.records:
             lines = [head + lines[1][4:], *lines[2:]]
         return "\n".join(lines)
+
+
+class UnitHit(NamedTuple):
+    """An evidence unit's facts and score (``Evidence`` without its turn, date and ids)."""
+
+    records: tuple[Record, ...]
+    score: float
 
 
 def render_evidence(items: Sequence[Evidence]) -> str:
@@ -398,7 +406,23 @@ class HybridRetriever:
         if not isinstance(question, str) or not question.strip():
             raise ValueError(f"question must be a non-empty string, got {question!r}")
 
+    def hits_many(
+        self, questions: Sequence[str], k: int, vectors: np.ndarray, nows: Sequence[Day | None]
+    ) -> list[list[UnitHit]]:
+        """``ranked_many``'s units as ``UnitHit``s (facts and score): what ``BestMemory`` reads, without
+        building each unit's ``Evidence``."""
+        for question in questions:
+            self._check(question, k)
+        out = []
+        for scores in self.scores_many(questions, vectors, nows):
+            out.append([self._hit(int(u), float(scores[u])) for u in self._top_units(scores, k)])
+        return out
+
     def _top(self, scores: np.ndarray, k: int) -> list[Evidence]:
+        """The ``k`` best units' ``Evidence`` (``_top_units``)."""
+        return [self._evidence(int(u), float(scores[u])) for u in self._top_units(scores, k)]
+
+    def _top_units(self, scores: np.ndarray, k: int) -> np.ndarray:
         """The ``k`` best units, ties in unit order (a stable sort's top ``k``, without sorting all:
         most units sit at the lowest score, so the selection runs over those above it)."""
         candidates = np.arange(scores.size)
@@ -411,8 +435,7 @@ class HybridRetriever:
             else:  # every unit above the lowest score, then the first units at it
                 at_lowest = np.nonzero(scores == lowest)[0][: k - above.size]
                 candidates = np.sort(np.concatenate([above, at_lowest]))
-        top = candidates[np.argsort(-scores[candidates], kind="stable")[:k]]
-        return [self._evidence(int(u), float(scores[u])) for u in top]
+        return candidates[np.argsort(-scores[candidates], kind="stable")[:k]]
 
     def retrieve(
         self, question: str, k: int = 10, *, vector: np.ndarray | None = None, now: Day | None = None
@@ -422,6 +445,9 @@ class HybridRetriever:
         return sorted(
             items, key=lambda e: (e.session_index, e.turn.position if e.turn else 0, e.source or "")
         )
+
+    def _hit(self, u: int, score: float) -> UnitHit:
+        return UnitHit(tuple(self._records[i] for i in self._unit_records[u]), score)
 
     def _evidence(self, u: int, score: float) -> Evidence:
         source, session_id, session_index = self._unit_key[u]
