@@ -124,3 +124,13 @@ def test_hits_are_the_ranked_units_facts_and_scores():
     hits = retriever.hits_many(questions, 4, vectors, [None, None])
     assert [[(u.records, u.score) for u in units] for units in ranked] == [list(h) for h in hits]
     assert all(len(h) == 4 for h in hits) and any(hit.records for h in hits for hit in h)
+
+
+def test_sparse_bm25_scores_are_the_nonzero_scores():
+    """``sparse_scores`` lists exactly the texts with a nonzero score, with the same float32 values."""
+    index = LexicalIndex(["red apple pie", "green apple", "blue sky", "apple apple tree", "pie"])
+    for query in ("apple pie", "pie pie sky", "zebra", "apple"):
+        scores = index.scores(query)
+        positions, values = index.sparse_scores(query)
+        assert positions.tolist() == np.flatnonzero(scores).tolist()
+        assert values.dtype == np.float32 and np.array_equal(values, scores[positions])

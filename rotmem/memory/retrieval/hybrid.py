@@ -323,9 +323,8 @@ class HybridRetriever:
 
     def _lexical(self, index: LexicalIndex, question: str) -> np.ndarray:
         """``[len(index)]`` z-scores of BM25 for ``question`` (``_standardised``; 0 outside its terms)."""
-        scores = index.scores(question)
-        positions = np.flatnonzero(scores)
-        return self._standardised(positions, scores[positions], len(scores), 0.0)
+        positions, values = index.sparse_scores(question)
+        return self._standardised(positions, values, len(index), 0.0)
 
     def scores(self, question: str, vector: np.ndarray | None = None, now: Day | None = None) -> np.ndarray:
         """``[units]`` scores of every evidence unit for ``question`` (module docs, steps 1-3)."""

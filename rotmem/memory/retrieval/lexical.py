@@ -80,20 +80,30 @@ class LexicalIndex:
 
     def scores(self, query: str) -> np.ndarray:
         """``[len(texts)]`` float32 BM25 scores of every text for ``query``."""
+        return self._accumulate(query)[0].astype(np.float32)
+
+    def sparse_scores(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+        """``scores`` where they are not 0: the texts sharing a token with ``query`` (``positions``,
+        ascending) and their float32 scores, found from the postings rather than by a scan of the
+        scores (every BM25 term is positive)."""
+        summed, hit = self._accumulate(query)
+        positions = np.flatnonzero(hit)
+        return positions, summed[positions].astype(np.float32)
+
+    def _accumulate(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+        """``[len(texts)]`` float64 scores, summed token by token, and which texts a token reached."""
         n = self.size
-        out = np.zeros(n, dtype=np.float64)
+        out, hit = np.zeros(n, dtype=np.float64), np.zeros(n, dtype=bool)
         tokens = [t for t in tokenize(query, self._stopwords) if t in self._postings]
-        if not tokens:
-            return out.astype(np.float32)
-        if self._norm is None:
+        if tokens and self._norm is None:
             lengths = np.asarray(self._lengths, dtype=np.float64)
             self._norm = self.k1 * ((1 - self.b) + self.b * lengths / lengths.mean())
-        norm = self._norm
         for token in tokens:
             texts, counts = self._posting(token)
             idf = np.log(1 + (n - len(texts) + 0.5) / (len(texts) + 0.5))
-            out[texts] += idf * counts / (counts + norm[texts])
-        return out.astype(np.float32)
+            out[texts] += idf * counts / (counts + self._norm[texts])
+            hit[texts] = True
+        return out, hit
 
     def __len__(self) -> int:
         return self.size
