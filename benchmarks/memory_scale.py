@@ -20,6 +20,7 @@ from benchmarks.memory_common import main as run_main
 from benchmarks.runner import Benchmark, Row
 from rotmem.index import faiss_available
 from rotmem.memory import CachedEncoder, HashingEncoder, SentenceEncoder, Session, TEMStore
+from rotmem.memory.retrieval.hybrid import POOL
 
 RELATIONS = ("lives in", "works as", "works for", "drinks", "likes", "owns", "moved to", "plays")
 
@@ -104,6 +105,16 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
                 wall, cpu = timed(search, len(queries))
             note = f"k={args.k}, embedding excluded; {load_average()}"
             yield from percentiles("retrieve", wall, cpu, backend, threads, note)
+        # the hybrid's dense pool for a server's batch of questions: rotmem's scan against FAISS's paths
+        for label, options in [("scan", {}), ("faiss", {"native_scan": False})] if faiss_available() else []:
+            with TEMStore(path, encoder=encoder, index_backend="faiss", index_options=options) as store:
+                index = store.index()
+                for batch in (1, 2, 4, 8, 16):
+                    index.search(queries[:batch], POOL)  # warm-up
+                    search = lambda i, b=batch, index=index: index.search(queries[i * b : (i + 1) * b], POOL)
+                    wall, cpu = timed(search, len(queries) // batch)
+                    note = f"top {POOL} for {batch} questions at once, per question; {load_average()}"
+                    yield row(f"search_batch{batch}_cpu_p50_ms", p(cpu, 50) / batch, "ms", label, "1", note)
     if not args.no_minilm:
         minilm = SentenceEncoder()
         minilm.encode(["warm-up question"])

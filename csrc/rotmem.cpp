@@ -41,6 +41,7 @@ constexpr const char* kSchemas[] = {
     " -> Tensor",
     "n3(Tensor x, str kind) -> Tensor",
     "n3_backward(Tensor grad, Tensor x, str kind) -> Tensor",
+    "inner_products(Tensor vectors, Tensor queries) -> Tensor",  // CPU only: rotmem.index's flat scan
 };
 }  // namespace
 

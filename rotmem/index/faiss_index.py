@@ -7,6 +7,7 @@ change, because FAISS's GPU indexes cannot remove ids.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any, Self
 
 import numpy as np
+import torch
 
 from rotmem.index.base import (
     ArrayLike,
@@ -71,10 +73,15 @@ class FaissIndex(InnerProductIndex):
     OpenMP threads for a search of fewer than ``SMALL_BATCH`` queries (default 1; ``None``: as any
     other search). One query at a time is the memory store's case, and there FAISS's default
     threads lose badly on a busy machine: on this project's shared 2-core CPU one query over 100k
-    vectors took 72-157 ms with two threads and 16-55 ms with one. A small batch (2 to
-    ``SMALL_BATCH - 1`` queries, a server's concurrent searches) goes through BLAS, one pass over
-    the vectors for the whole batch, instead of FAISS's per-query scan (on the same machine, 16
-    queries over 100k vectors: 62 ms against 76 ms; one query stays on the scan, 43 ms against 58).
+    vectors took 72-157 ms with two threads and 16-55 ms with one.
+
+    With one thread (the default), ``native_scan`` and rotmem's native extension built, a flat CPU
+    index scans such a small batch itself (``rotmem.ops.native.inner_products``: the stored vectors
+    read once for the whole batch, FMA tiles of 4 vectors x 2 queries) and keeps each query's top
+    ``k`` by score, ties in storage order; a query's scores are the same in a batch as alone.
+    Otherwise a small batch (2 to ``SMALL_BATCH - 1`` queries) goes through FAISS's BLAS path, one
+    pass over the vectors for the whole batch, and one query through FAISS's per-query scan
+    (``benchmarks/memory_scale.py`` times the scan beside FAISS's paths).
     """
 
     def __init__(
@@ -86,6 +93,7 @@ class FaissIndex(InnerProductIndex):
         device: str = "auto",
         num_threads: int | None = None,
         small_batch_threads: int | None = 1,
+        native_scan: bool = True,
     ):
         self._faiss = import_faiss()
         self.dim = check_dim(dim)
@@ -96,12 +104,13 @@ class FaissIndex(InnerProductIndex):
         if device == "cuda" and not faiss_gpu_available():
             raise RuntimeError("device='cuda' needs faiss-gpu and a CUDA device; use device='cpu'")
         self.kind, self.nlist, self.nprobe = kind, nlist, int(nprobe)
-        self.small_batch_threads = small_batch_threads
+        self.small_batch_threads, self.native_scan = small_batch_threads, bool(native_scan)
         self.use_gpu = device == "cuda" or (device == "auto" and faiss_gpu_available())
         if num_threads is not None:
             self._faiss.omp_set_num_threads(int(num_threads))
         self._index = self._new_flat() if kind == "flat" else None
         self._ids: set[int] = set()
+        self._id_rows: np.ndarray | None = None  # the flat index's ids in storage order, for the scan
         self._gpu_index: Any = None
         self._gpu_resources: Any = None
 
@@ -139,7 +148,7 @@ class FaissIndex(InnerProductIndex):
             self._index = self._new_ivf(array)
         self._index.add_with_ids(array, id_array)
         self._ids.update(id_array.tolist())
-        self._gpu_index = None
+        self._gpu_index = self._id_rows = None
 
     def remove(self, ids: IdsLike) -> int:
         """Delete the vectors of ``ids`` (all must be present); returns how many were removed."""
@@ -150,7 +159,7 @@ class FaissIndex(InnerProductIndex):
         if id_array.size:
             self._index.remove_ids(id_array)
             self._ids.difference_update(id_array.tolist())
-            self._gpu_index = None
+            self._gpu_index = self._id_rows = None
         return int(id_array.size)
 
     def _searcher(self) -> Any:
@@ -177,6 +186,9 @@ class FaissIndex(InnerProductIndex):
     def _search(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         if self.small_batch_threads is None or q.shape[0] >= SMALL_BATCH or self.use_gpu:
             return self._searcher().search(q, k)
+        scans = self.native_scan and self.kind == "flat" and self.small_batch_threads == 1
+        if scans and native_scan_available():
+            return self._native_scan(q, k)
         previous = self._faiss.omp_get_max_threads()  # a per-thread OpenMP setting: restore it
         self._faiss.omp_set_num_threads(int(self.small_batch_threads))
         try:
@@ -186,6 +198,19 @@ class FaissIndex(InnerProductIndex):
                 return self._searcher().search(q, k)
         finally:
             self._faiss.omp_set_num_threads(previous)
+
+    def _native_scan(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` of every stored vector for ``q [B, dim]`` by rotmem's scan (class docs)."""
+        from rotmem.ops.native import inner_products
+
+        n = self._index.ntotal
+        flat = self._faiss.downcast_index(self._index.index)
+        stored = self._faiss.rev_swig_ptr(flat.get_xb(), n * self.dim).reshape(n, self.dim)  # a view
+        scores = inner_products(torch.from_numpy(stored), torch.from_numpy(q)).numpy()
+        if self._id_rows is None:
+            self._id_rows = self._faiss.vector_to_array(self._index.id_map)
+        rows = np.stack([top_rows(row, k) for row in scores])
+        return np.take_along_axis(scores, rows, axis=1), self._id_rows[rows]
 
     def save(self, path: str) -> None:
         """Write the CPU index with ``faiss.write_index``."""
@@ -209,6 +234,26 @@ class FaissIndex(InnerProductIndex):
             stored = faiss.vector_to_array(cpu_index.id_map)
         index._ids = set(stored.tolist())
         return index
+
+
+def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """The positions of the ``k`` largest of ``scores [n]`` (``k <= n``), best first, equal scores
+    in position order (a stable sort's top ``k``, selected without sorting all ``n``)."""
+    if k < scores.size:
+        kth = scores[np.argpartition(-scores, k - 1)[k - 1]]
+        above = np.flatnonzero(scores > kth)
+        candidates = np.concatenate([above, np.flatnonzero(scores == kth)[: k - above.size]])
+    else:
+        candidates = np.arange(scores.size)
+    return candidates[np.lexsort((candidates, -scores[candidates]))]
+
+
+@functools.cache
+def native_scan_available() -> bool:
+    """Whether rotmem's native CPU kernels (``rotmem._C``) are built here."""
+    from rotmem.ops import native
+
+    return native.is_available("cpu")
 
 
 _blas_lock = threading.Lock()

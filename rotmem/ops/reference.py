@@ -101,6 +101,15 @@ def score_all(q: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
     return q @ entity.t()
 
 
+def inner_products(vectors: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+    """``[B, N]`` scores ``queries [B, D] · vectors [N, D]ᵀ``: an exact flat search's scan
+    (``rotmem.ops.native.inner_products`` computes it for a few queries at a time)."""
+    if vectors.dim() != 2 or queries.dim() != 2 or vectors.shape[1] != queries.shape[1]:
+        shapes = f"{tuple(vectors.shape)} and {tuple(queries.shape)}"
+        raise ValueError(f"vectors [N, D] and queries [B, D], got {shapes}")
+    return queries @ vectors.t()
+
+
 def cross_entropy_all(
     q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, reduction: str = "mean"
 ) -> torch.Tensor:

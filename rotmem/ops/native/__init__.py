@@ -40,6 +40,7 @@ from rotmem.ops.native._extension import (
     unavailable_reason,
 )
 from rotmem.ops.native.cross_entropy import cross_entropy_tiled
+from rotmem.ops.native.inner_products import inner_products, inner_products_fake
 from rotmem.ops.native.rank_counts import filtered_rank_counts_tiled
 
 if LOADED:
@@ -49,6 +50,7 @@ if LOADED:
     for _name, _fake in registry.fakes("native").items():
         torch.library.register_fake(LIB + _name, _fake)
     registry.register_autograd("native")
+    torch.library.register_fake(LIB + "inner_products", inner_products_fake)  # a search: no gradient
 
 # One function per op of ``rotmem.ops.registry.OPS`` (``score_all``: the reference's dense product).
 globals().update(registry.functions("native"))
@@ -59,6 +61,7 @@ __all__ = [
     "cross_entropy_tiled",
     "filtered_rank_counts_tiled",
     "forced_cpu_isa",
+    "inner_products",
     "is_available",
     "set_cpu_isa",
     "supported_cpu_isas",

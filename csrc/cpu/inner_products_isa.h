@@ -1,0 +1,61 @@
+// The AVX2 / AVX-512 scan of inner_products.cpp, for one instruction set: included once per set with
+// ROTMEM_ISA_NS (the namespace) and ROTMEM_ISA_TARGET (its target attribute) defined. Both sets run
+// these 8-lane (256-bit) FMA loops, so they round alike; AVX-512 compiles them with its 32 registers.
+// No include guard, on purpose.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace rotmem::cpu::ROTMEM_ISA_NS {
+
+// The 8 lanes added halves first (4 + 4, 2 + 2, 1 + 1), as lane_sum in inner_products.cpp.
+ROTMEM_ISA_TARGET inline float lane_sum_8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// scores[j * n + r] = <x row r, q row j> for Rows rows of x and Queries rows of q (width d).
+template <int Rows, int Queries>
+ROTMEM_ISA_TARGET inline void scan_tile(const float* x, const float* q, int64_t d, int64_t n, float* scores) {
+  __m256 acc[Queries][Rows];
+  for (int j = 0; j < Queries; ++j)
+    for (int r = 0; r < Rows; ++r) acc[j][r] = _mm256_setzero_ps();
+  const int64_t body = d - d % 8;
+  for (int64_t k = 0; k < body; k += 8) {
+    __m256 xk[Rows];
+    for (int r = 0; r < Rows; ++r) xk[r] = _mm256_loadu_ps(x + r * d + k);
+    for (int j = 0; j < Queries; ++j) {
+      const __m256 qk = _mm256_loadu_ps(q + j * d + k);
+      for (int r = 0; r < Rows; ++r) acc[j][r] = _mm256_fmadd_ps(xk[r], qk, acc[j][r]);
+    }
+  }
+  for (int j = 0; j < Queries; ++j) {
+    for (int r = 0; r < Rows; ++r) {
+      float tail = 0.0f;
+      for (int64_t k = body; k < d; ++k) tail = std::fma(x[r * d + k], q[j * d + k], tail);
+      scores[j * n + r] = lane_sum_8(acc[j][r]) + tail;
+    }
+  }
+}
+
+template <int Rows>
+ROTMEM_ISA_TARGET inline void scan_rows(const float* x, int64_t n, int64_t d, const float* q, int64_t b,
+                                        float* scores) {
+  int64_t j = 0;
+  for (; j + 2 <= b; j += 2) scan_tile<Rows, 2>(x, q + j * d, d, n, scores + j * n);
+  if (j < b) scan_tile<Rows, 1>(x, q + j * d, d, n, scores + j * n);
+}
+
+ROTMEM_ISA_TARGET void inner_products(const float* x, int64_t n, int64_t d, const float* q, int64_t b,
+                                      float* scores) {
+  int64_t r = 0;
+  for (; r + 4 <= n; r += 4) scan_rows<4>(x + r * d, n, d, q, b, scores + r);
+  if (n - r == 3) scan_rows<3>(x + r * d, n, d, q, b, scores + r);
+  if (n - r == 2) scan_rows<2>(x + r * d, n, d, q, b, scores + r);
+  if (n - r == 1) scan_rows<1>(x + r * d, n, d, q, b, scores + r);
+}
+
+}  // namespace rotmem::cpu::ROTMEM_ISA_NS
