@@ -148,31 +148,6 @@ def test_memory_service_tiny(tmp_path):
     assert int(crash[0]["missing"]) == 0 and int(crash[0]["half_written"]) == 0
     assert (out / "memory_service.png").stat().st_size > 0
     assert all("python -m benchmarks.memory_service load crash" in r["command"] for r in rows + crash)
-    run_script("-m", "benchmarks.memory_service", "causes", *common, "--repeats", "1")
-    causes = read_rows(out / "memory_service_causes.csv")  # each cause before and after, on the same file
-    assert [r["cause"] for r in causes][::2] == [
-        "latest date",
-        "index search",
-        "record fetch",
-        "store path",
-        "MiniLM",
-    ]
-    assert all(float(r["ms_per_question"]) > 0 and int(r["records"]) >= 200 for r in causes)  # + the adds
-    assert all("python -m benchmarks.memory_service causes" in r["command"] for r in causes)
-
-
-@pytest.mark.slow
-def test_memory_service_pgvector_tiny(tmp_path):
-    """``memory_service pgvector`` on 300 vectors: exact and HNSW pgvector, then FAISS one and batched."""
-    pytest.importorskip("pgserver")
-    pytest.importorskip("psycopg")
-    run_script(
-        "-m", "benchmarks.memory_service", "pgvector", "--records", "300", "--queries", "16",
-        "--work", str(tmp_path / "work"), "--out", str(tmp_path), timeout=300,
-    )  # fmt: skip
-    rows = read_rows(tmp_path / "pgvector.csv")
-    assert [r["method"].split(" ")[0] for r in rows] == ["pgvector", "pgvector", "faiss", "faiss"]
-    assert float(rows[0]["recall_at_50"]) == 1.0 and all(float(r["p50_ms"]) > 0 for r in rows)
 
 
 @pytest.mark.slow
