@@ -443,19 +443,15 @@ def plot(rows: list[Row], path: Path) -> None:
     if not rows:
         return
     fig, (left, right) = subplots(1, 2, figsize=(10, 4))
-
-    def server(r: Row) -> tuple[str, str, str]:
-        return r["backend"], r.get("encoder") or "in-process", r.get("retriever") or "temporal"
-
-    for backend in sorted({server(r) for r in rows}):
-        mine = [r for r in rows if server(r) == backend]
-        backend = "/".join(backend)
+    for setup in sorted({(r["backend"], r["encoder"], r["retriever"]) for r in rows}):
+        mine = [r for r in rows if (r["backend"], r["encoder"], r["retriever"]) == setup]
+        server = "/".join(setup)  # backend/encoder placement/retriever
         n = [r["clients"] for r in mine]
-        left.plot(n, [r["searches_per_s"] for r in mine], "o-", label=backend)
+        left.plot(n, [r["searches_per_s"] for r in mine], "o-", label=server)
         bound = [0.8 * r["encoder_bound_per_s"] for r in mine]
-        left.plot(n, bound, "x:", label=f"{backend}: 0.8 x encoder alone")
-        right.plot(n, [r["search_p99_ms"] for r in mine], "o-", label=f"{backend} p99")
-        right.plot(n, [r["search_p50_ms"] for r in mine], "x--", label=f"{backend} p50")
+        left.plot(n, bound, "x:", label=f"{server}: 0.8 x encoder alone")
+        right.plot(n, [r["search_p99_ms"] for r in mine], "o-", label=f"{server} p99")
+        right.plot(n, [r["search_p50_ms"] for r in mine], "x--", label=f"{server} p50")
     for axis, label in ((left, "searches/s"), (right, "search latency, ms (MiniLM embedding included)")):
         axis.set_xscale("log", base=2)
         axis.set_xlabel("concurrent clients (90 % search, 10 % add)")
