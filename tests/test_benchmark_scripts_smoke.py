@@ -241,27 +241,6 @@ def test_gate_paraphrases(tmp_path, icews):
     assert all(command in r["command"] for r in [*rows, *summary.values()])
 
 
-@pytest.mark.slow
-def test_gate_regularisation_small(tmp_path, icews):
-    """``gate.py regularisation`` on ICEWS05-15 with three settings (packaged, augmentation, smoothing):
-    the smoothing penalty, which targets the leave-one-out anchored gap, must shrink the held-out max
-    gap below the packaged gate's; the scale-free column is that gap over the fastest speed."""
-    run_script(
-        "-m", "benchmarks.gate", "regularisation", "--weight-decay", "0", "--smoothing", "1",
-        "--out", str(tmp_path / "gate_regularisation.csv"), timeout=900,
-    )  # fmt: skip
-    rows = read_rows(tmp_path / "gate_regularisation.csv")
-    settings = [(r["paraphrases"], float(r["weight_decay"]), float(r["smoothing"])) for r in rows]
-    assert settings == [("False", 0.0, 0.0), ("True", 0.0, 0.0), ("False", 0.0, 1.0)]
-    packaged, _, smoothed = rows
-    assert float(smoothed["heldout_max_anchored"]) < float(packaged["heldout_max_anchored"])
-    for r in rows:
-        ratio = float(r["heldout_max_anchored"]) / float(r["alpha_max"])
-        assert abs(ratio - float(r["heldout_max_over_alpha_max"])) < 2e-3  # both rounded
-        assert -1 <= float(r["spearman_ge1"]) <= 1 and r["worst_anchored"]
-        assert "python -m benchmarks.gate regularisation --weight-decay 0" in r["command"]
-
-
 def test_step_overhead_tiny(tmp_path):
     """``step_overhead``: the three variants through Lightning; the history counted in the step waits
     for the device, counted with the batch it does not, and neither does the family without one."""

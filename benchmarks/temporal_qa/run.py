@@ -4,7 +4,6 @@ ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa            # tes
 python -m benchmarks.temporal_qa --split dev --alpha-g 0.3 1 3 --beta 0.5 1 2 4   # tune here: a grid
 python -m benchmarks.temporal_qa --quick                                       # smoke, seconds
 python -m benchmarks.temporal_qa ingest     # facts/s, day by day, embedding included: ingest_speed.csv
-python -m benchmarks.temporal_qa int8       # int8 MiniLM against float32, speed and drift: encoder_int8.csv
 """
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
@@ -44,7 +43,7 @@ RERANKS = {
 }  # fmt: skip
 HISTORY_CONFIG = "icews05-15-tntcomplex-history"  # the accuracy work's best model on validation
 TIME_POOL = 100  # hybrid candidates the time constraint sees (BestMemory's default)
-MODES = {"questions": None, "ingest": "ingest_speed", "int8": "encoder_int8"}  # mode: its CSV's stem
+MODES = {"questions": None, "ingest": "ingest_speed"}  # mode: its CSV's stem
 PUBLISHED = (
     "Published MultiTQ retrieval MRR (RoMem paper): RoMem 0.337, without RoMem 0.203, no gate 0.104, "
     "discrete time 0.045. Those use MultiTQ's own questions, an LLM and another embedder: they are "
@@ -340,47 +339,8 @@ def measure_ingest(args: argparse.Namespace) -> Iterator[Row]:
         )  # fmt: skip
 
 
-def measure_int8(args: argparse.Namespace) -> Iterator[Row]:
-    """Mode ``int8``: the offline MiniLM in float32 against the same model with its linear layers
-    quantized to int8 (``torch.ao.quantization.quantize_dynamic``), on the first ``--sentences``
-    distinct fact sentences of 2012's training facts, interleaved round by round."""
-    import torch
-
-    from rotmem.data import load_dataset
-    from rotmem.gate.encoder import RelationEncoder
-    from rotmem.memory.encoder import normalise_rows
-
-    kg, texts = load_dataset("icews05-15", args.data_dir), {}
-    for h, r, t, day in kg.train.tolist():
-        if kg.date_of(day).startswith("2012-") and len(texts) < args.sentences:
-            texts.setdefault(fact_text(kg.entities[h], kg.relations[r], kg.entities[t]), None)
-    texts = list(texts)
-    model = RelationEncoder(cache_dir=False)._load()
-    models = {"float32": model, "int8": torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear})}
-    rates: dict[str, list[float]] = {name: [] for name in models}
-    embeddings = {}
-    for round_ in range(args.rounds + 1):  # round 0 warms up
-        for name, m in models.items():
-            start = time.perf_counter()
-            out = m.encode(texts, batch_size=256, convert_to_numpy=True)
-            if round_:
-                rates[name].append(len(texts) / (time.perf_counter() - start))
-            embeddings[name] = normalise_rows(np.asarray(out, dtype=np.float32))
-    a, b = embeddings["float32"], embeddings["int8"]
-    cos = (a * b).sum(axis=1)
-    near_a, near_b = (np.argsort(-(x[:300] @ x.T), axis=1)[:, :10] for x in (a, b))
-    overlap = float(np.mean([len(set(x) & set(y)) / 10 for x, y in zip(near_a, near_b, strict=True)]))
-    drift = dict(cos_min=round(float(cos.min()), 4), cos_median=round(float(np.median(cos)), 4),
-                 top10_overlap=round(overlap, 3))  # fmt: skip
-    for name in models:
-        yield dict(encoder=name, sentences=len(texts), threads=args.threads,
-                   sentences_per_s=round(statistics.median(rates[name]), 1),
-                   rounds=" ".join(f"{r:.0f}" for r in rates[name]),
-                   **(dict.fromkeys(drift, 1.0) if name == "float32" else drift))  # fmt: skip
-
-
 def measure(args: argparse.Namespace) -> Iterator[Row]:
-    return {"questions": measure_questions, "ingest": measure_ingest, "int8": measure_int8}[args.mode](args)
+    return {"questions": measure_questions, "ingest": measure_ingest}[args.mode](args)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -403,8 +363,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--days-per-batch", type=int, default=1, help="daily sessions per add_sessions call")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--quick", action="store_true", help="two weeks, hashing encoder, 1 epoch: smoke")
-    parser.add_argument("--sentences", type=int, default=3000, help="int8: distinct sentences embedded")
-    parser.add_argument("--rounds", type=int, default=3, help="int8: timed rounds")
     add_name(parser)
 
 
