@@ -26,9 +26,8 @@ from benchmarks.memory_common import add_name, encoder_of, icews_facts, p, parse
 from benchmarks.runner import Benchmark, Row, command_line, save, subplots
 from rotmem import configs
 from rotmem.data import date_of, day_of
-from rotmem.memory import BestMemory, CachedEncoder, FitConfig, TemporalMemory
-from rotmem.memory.retrieval.baselines import DEPTH, POOL, Ranker, bm25, dense, symbolic, tem
-from rotmem.memory.retrieval.hybrid import HybridRetriever
+from rotmem.memory import CachedEncoder, FitConfig, TemporalMemory
+from rotmem.memory.retrieval.baselines import POOL, best, bm25, dense, hybrid, symbolic, tem, temporal
 from rotmem.memory.tem.store import fact_text
 
 MEMORIES = (
@@ -94,39 +93,6 @@ def change_rate_speeds(facts) -> dict[str, float]:
             pairs[relation] += 1
             changed[relation] += a != b
     return {r: changed[r] / pairs[r] for r in pairs}
-
-
-# --- the memories compared (the library's baselines besides): each ranks stored facts (record ids) ------
-def hybrid(memory: TemporalMemory) -> Ranker:
-    retriever = HybridRetriever(memory)
-
-    def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
-        units = retriever.ranked(question, DEPTH, vector=vector, now=now)
-        return [r.id for unit in units for r in unit.records][:DEPTH]
-
-    return rank
-
-
-def temporal(memory: TemporalMemory) -> Ranker:
-    """``TemporalMemory.retrieve``'s top ``DEPTH``, best ``S_final`` first."""
-
-    def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
-        found = memory.retrieve(question, k=DEPTH, now=now)
-        return [t.record.id for t in sorted(found, key=lambda t: -t.score)]
-
-    return rank
-
-
-def best(memory: TemporalMemory, beta: float, constrain: bool, pool: int = POOL) -> Ranker:
-    """``rotmem.memory.BestMemory`` over ``memory``: the hybrid top ``pool`` re-ranked by ``score +
-    beta * S_kge`` (``beta`` 0 or no fitted model: the hybrid order), then, with ``constrain``, the
-    question's time constraint applied; best first."""
-    found = BestMemory(memory, beta=beta, pool=pool, constrain=constrain, rerank=beta > 0)
-
-    def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
-        return [t.record.id for t in found.retrieve(question, DEPTH, now, vector=vector)]
-
-    return rank
 
 
 # what a fact answers in each answer slot: its head, its tail, its day
