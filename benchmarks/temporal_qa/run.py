@@ -10,7 +10,6 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.temporal_qa (from the checkout's root)")
 
 import argparse
-import sqlite3
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -26,7 +25,7 @@ from benchmarks.memory_common import add_name, encoder_of, icews_facts, p, parse
 from benchmarks.runner import Benchmark, Row, command_line, save, subplots
 from rotmem import configs
 from rotmem.data import date_of, day_of
-from rotmem.memory import CachedEncoder, FitConfig, TemporalMemory
+from rotmem.memory import CachedEncoder, FitConfig, TemporalMemory, TEMStore
 from rotmem.memory.retrieval.baselines import POOL, best, bm25, dense, hybrid, symbolic, tem, temporal
 from rotmem.memory.tem.store import fact_text
 
@@ -55,18 +54,6 @@ class Setup:
     facts: list[tuple[str, str, str, int]]  # the whole graph
     window: tuple[int, int]
     questions: list[Question]
-
-
-def load_vectors(encoder: CachedEncoder, path: Path) -> int:
-    """Serve the fact sentences of an earlier run's memory file ``path`` from its stored vectors."""
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        (name,) = db.execute("SELECT value FROM meta WHERE key = 'encoder'").fetchone()
-        if name != encoder.name:
-            raise ValueError(f"{path} was embedded with {name}, not {encoder.name}")
-        rows = db.execute("SELECT subject, relation, object, vector FROM facts").fetchall()
-    vectors = np.stack([np.frombuffer(v, "<f4") for *_, v in rows])
-    encoder.put([fact_text(h, r, t) for h, r, t, _ in rows], vectors)
-    return len(rows)
 
 
 def ingest(memory: TemporalMemory, facts: Sequence[tuple[str, str, str, int]], days_per_batch: int) -> dict:
@@ -184,8 +171,11 @@ def load_setup(args: argparse.Namespace) -> Setup:
 def measure_questions(args: argparse.Namespace) -> Iterator[Row]:
     setup = args.setup or load_setup(args)
     encoder = CachedEncoder(encoder_of(args.encoder))
-    if args.encoder_cache:
-        print(f"{load_vectors(encoder, args.encoder_cache)} vectors from {args.encoder_cache}", flush=True)
+    if args.encoder_cache:  # serve the fact sentences of an earlier run's memory from its vectors
+        with TEMStore(str(args.encoder_cache), encoder, read_only=True) as cached:
+            texts, vectors = cached.fact_vectors()
+        encoder.put(texts, vectors)
+        print(f"{len(texts)} vectors from {args.encoder_cache}", flush=True)
     window_facts = [f for f in setup.facts if setup.window[0] <= f[3] <= setup.window[1]]
     memory = TemporalMemory(encoder=encoder, verify=False, synchronous="OFF")
     stats = ingest(memory, window_facts, args.days_per_batch)
