@@ -1,13 +1,11 @@
 """The Semantic Speed Gate's benchmarks, one section per run, each with its own options and CSVs.
 
 ``report``: how the gate tracks how fast relations change; ``paraphrases``: its consistency with and
-without anchors; ``regularisation``: the same for gates trained several ways; ``ablation``: where
-Phase 2's speeds come from.
+without anchors; ``ablation``: where Phase 2's speeds come from.
 
 ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate report            # ~7 min on 2 cores
 python -m benchmarks.gate report --seeds 3 --skip-paper                   # quick
 ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate paraphrases [--gate gate.pt]
-ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate regularisation
 rotmem gate pretrain --data icews05-15                 # the default gate (once), then
 ROTMEM_DATA_DIR=../shared/data python -m benchmarks.gate ablation   # ~25 min per variant on 2 cores
 python -m benchmarks.gate ablation --variants gate no-gate --config synthetic \\
@@ -31,17 +29,14 @@ from scipy.stats import spearmanr
 
 from benchmarks.runner import Benchmark, Row, command_line, commit_of, save, subplots, write_csv
 from benchmarks.temporal_qa.phrasings import PHRASINGS
-from lightning_modules.phase1_gate import GatePretrainModule, GateTransitionData, pretrain_gate
+from lightning_modules.phase1_gate import GateTransitionData, pretrain_gate
 from rotmem import configs
 from rotmem.data import load_dataset, synthetic_kg
 from rotmem.gate import SemanticSpeedGate, mine_transitions
 from rotmem.gate.anchors import AnchoredSpeeds, anchors_for, choose_temperature, read_paraphrases
-from rotmem.gate.encoder import RelationEncoder
-from rotmem.gate.loss import change_probability, weighted_bce
-from rotmem.gate.speed_gate import BARE_TEMPLATE, DEFAULT_TEMPLATE, relation_sentences
+from rotmem.gate.speed_gate import BARE_TEMPLATE, DEFAULT_TEMPLATE
 
 MIN_PAIRS = 20
-SMOOTHING_TEMPERATURE = 0.05  # the anchored speeds' T on the packaged gate (leave-one-out choice)
 
 
 # --- report --- (ICEWS05-15 relation, a paraphrase written by hand)
@@ -281,106 +276,6 @@ def paraphrases(args: argparse.Namespace) -> Iterator[Row]:
     yield from rows
 
 
-# --- regularisation ---
-Smoothing = tuple[float, torch.Tensor, torch.Tensor]  # (lambda, W [A, A], anchor_relation [A])
-
-
-def train_gate(data: GateTransitionData, setting: dict, weight_decay: float,
-               paraphrases: tuple[torch.Tensor, torch.Tensor] | None = None,
-               smoothing: Smoothing | None = None) -> SemanticSpeedGate:  # fmt: skip
-    """Phase 1 full-batch (``GatePretrainModule.loss``, with ``setting``'s lr, epochs and seed), plus
-    the augmentation term when ``paraphrases = (embeddings [P, D], their relation ids [P])``, plus the
-    smoothing penalty when ``smoothing = (lambda, W [A, A], anchor_relation [A])``."""
-    lr = setting["lr"]
-    torch.manual_seed(setting["seed"])
-    module = GatePretrainModule(
-        data.embedding_dim, data.encoder, data.template, data.median_delta_days, lr=lr
-    )
-    optimiser = torch.optim.AdamW(  # decay on the MLP only, not on the time scale s_pre
-        [{"params": module.gate.parameters()}, {"params": [module.log_scale], "weight_decay": 0.0}],
-        lr=lr, weight_decay=weight_decay,
-    )  # fmt: skip
-    batch = data.full_batch()
-    if paraphrases is not None:
-        embeddings, relation_ids = paraphrases
-        rows = [torch.nonzero(batch["relation"] == int(r)).squeeze(1) for r in relation_ids]
-        selected = torch.cat(rows)
-        owner = torch.cat([torch.full((len(r),), k) for k, r in enumerate(rows)])
-    for _ in range(setting["epochs"]):
-        optimiser.zero_grad()
-        loss = module.loss(batch)
-        if paraphrases is not None:
-            alpha = module.gate(embeddings)[owner]
-            p = change_probability(alpha, module.scale, batch["delta_days"][selected])
-            loss = loss + weighted_bce(p, batch["changed"][selected], batch["weight"][selected])
-        if smoothing is not None:
-            weight, leave_one_out, anchor_relation = smoothing
-            alpha = module.gate(batch["embeddings"])[anchor_relation]
-            loss = loss + weight * ((leave_one_out @ alpha - alpha) ** 2).mean()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)  # as the packaged setting
-        optimiser.step()
-    return module.gate.eval()
-
-
-def regularisation_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--weight-decay", type=float, nargs="+", default=[0.0, 0.1, 0.3, 1.0])
-    parser.add_argument("--smoothing", type=float, nargs="*", default=[1.0, 3.0, 10.0, 30.0])
-    parser.add_argument("--data-dir")
-
-
-def regularisation(args: argparse.Namespace) -> Iterator[Row]:
-    torch.set_num_threads(1)  # tiny matrices: threads only add synchronisation (phase1_gate docs)
-    setting = setting_from_config("gate-icews05-15")
-    data = GateTransitionData(**setting["data"], data_dir=args.data_dir)
-    kg, relations = data.kg, data.kg.relations
-    paraphrases = read_paraphrases()
-    train = [p for p in paraphrases if p.split == "train"]
-    heldout = [p for p in paraphrases if p.split == "heldout"]
-    heldout_relation = torch.tensor([kg.relation_id(p.relation) for p in heldout])
-    encoder = RelationEncoder(data.encoder)  # one MiniLM for the paraphrases and the anchors
-    train_embeddings = encoder.encode(relation_sentences([p.text for p in train], data.template))
-    augmentation = (train_embeddings, torch.tensor([kg.relation_id(p.relation) for p in train]))
-    pairs, rate = mine_transitions(kg.train, kg.num_relations).per_relation()
-
-    anchors = anchors_for(relations, paraphrases)
-    anchor_texts = list(anchors)
-    anchor_embeddings = encoder.encode(relation_sentences(anchor_texts, data.template)).float()
-    anchor_units = torch.nn.functional.normalize(anchor_embeddings, dim=1)
-    cos = (anchor_units @ anchor_units.T).fill_diagonal_(float("-inf"))
-    leave_one_out = torch.softmax(cos / SMOOTHING_TEMPERATURE, dim=1)
-    anchor_relation = torch.tensor([kg.relation_id(anchors[t]) for t in anchor_texts])
-    settings = [(augment, decay, 0.0) for augment in (False, True) for decay in args.weight_decay]
-    settings += [(False, 0.0, weight) for weight in args.smoothing]
-
-    for augment, weight_decay, smoothing in settings:
-        t0 = time.perf_counter()
-        penalty = (smoothing, leave_one_out, anchor_relation) if smoothing else None
-        gate = train_gate(data, setting, weight_decay, augmentation if augment else None, penalty)
-        temperature, _ = choose_temperature(gate, anchors, paraphrases)
-        anchored = AnchoredSpeeds(gate, anchors, temperature)
-        row = dict(paraphrases=augment, weight_decay=weight_decay, smoothing=smoothing,
-                   temperature=temperature)  # fmt: skip
-        alpha, gaps = {}, {}  # per method: the relations' speeds, |alpha(phrasing) - alpha(its relation)|
-        for method, speeds in (("plain", gate.alpha), ("anchored", anchored.alpha)):
-            with torch.no_grad():
-                alpha[method] = speeds(relations)
-                held = speeds([p.text for p in heldout]).double()
-            gaps[method] = (held - alpha[method][heldout_relation].double()).abs().tolist()
-            row[f"heldout_median_{method}"] = round(statistics.median(gaps[method]), 4)
-            row[f"heldout_max_{method}"] = round(max(gaps[method]), 4)
-        anch, anchored_rel = gaps["anchored"], alpha["anchored"]
-        worst = max(range(len(heldout)), key=lambda i: anch[i])
-        yield row | dict(
-            heldout_max_over_alpha_max=round(max(anch) / float(anchored_rel.max()), 3),
-            worst_anchored=f"{heldout[worst].text} ({heldout[worst].relation})",
-            spearman_ge1=spearman(anchored_rel, rate, pairs >= 1),
-            spearman_ge20=spearman(anchored_rel, rate, pairs >= 20),
-            alpha_std=round(float(anchored_rel.std()), 4), alpha_min=round(float(anchored_rel.min()), 4),
-            alpha_max=round(float(anchored_rel.max()), 4), seconds=round(time.perf_counter() - t0, 1),
-        )  # fmt: skip
-
-
 # --- ablation ---
 VARIANTS = {  # the arguments each variant adds to the config's (``args``: the section's options)
     "gate": lambda args: ["--model.family.speed", "gate", "--model.gate_path", args.gate],
@@ -425,8 +320,6 @@ SECTIONS = {
                         csv_name=lambda args: f"gate_summary_{args.data}"),
     "paraphrases": Benchmark("gate paraphrases", __doc__, paraphrases, paraphrases_arguments,
                              csv_name="gate_paraphrases_anchored"),
-    "regularisation": Benchmark("gate regularisation", __doc__, regularisation, regularisation_arguments,
-                                csv_name="gate_regularisation"),
     "ablation": Benchmark("gate ablation", __doc__, ablation, ablation_arguments, env=BOTH,
                           csv_name="gate_ablation_icews05-15-cpu"),
 }  # fmt: skip

@@ -3,8 +3,6 @@
 python -m benchmarks.memory_service prepare          # preloads --records facts (random vectors)
 python -m benchmarks.memory_service load crash       # the timed part (~7 minutes)
 python -m benchmarks.memory_service encoder --device cuda   # the encoder's curve alone
-python -m benchmarks.memory_service causes           # where a search's time goes, on the prepared file
-python -m benchmarks.memory_service pgvector         # pgvector against the in-memory index (pgserver)
 """
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
@@ -15,10 +13,8 @@ import asyncio
 import json
 import os
 import random
-import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.memory_common import p, parse, unit_vectors
-from benchmarks.runner import ROOT, Benchmark, Row, command_line, commit_of, save, subplots, timed, write_csv
+from benchmarks.runner import ROOT, Benchmark, Row, command_line, commit_of, save, subplots, write_csv
 
 RELATIONS = ("lives in", "works as", "works for", "drinks", "likes", "owns", "plays", "studies")
 PERSONAS, PER_SESSION = 2000, 10
@@ -442,139 +438,20 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
                     yield from run_load(args, store, backend, keys, tokens, curve, placement, retriever)
 
 
-# --- phase causes: each cause of a search's time before and after its fix, on the prepared file ------
-def causes(args) -> Iterator[Row]:
-    import torch
-
-    from rotmem.memory import SentenceEncoder, TemporalMemory
-    from rotmem.memory.temporal.records import Query
-
-    batch, k = 16, 15
-    torch.set_num_threads(1)
-    source = Path(args.work) / "sqlite" / f"{NAMESPACE}.db"
-    if not source.is_file():
-        raise SystemExit(f"{source}: no prepared file; run: python -m benchmarks.memory_service prepare")
-    encoder = SentenceEncoder()
-    rng = np.random.default_rng(0)
-    questions = [f"What does persona{rng.integers(PERSONAS)} like now, question {i}?" for i in range(batch)]
-    vectors = encoder.encode(questions)
-
-    def row(cause: str, way: str, run, repeats: int = args.repeats, per: int = 1) -> Row:
-        run()  # warm-up
-        ms = statistics.median(timed(run) / per for _ in range(repeats))
-        return {"cause": cause, "way": way, "ms_per_question": round(ms, 3),
-                "records": records, "repeats": repeats}  # fmt: skip
-
-    with tempfile.TemporaryDirectory() as folder:
-        copy = Path(folder) / source.name
-        shutil.copy(source, copy)  # the measured file is opened for writing (it gets the indexes)
-        if Path(f"{source}-wal").exists():  # committed sessions not yet checkpointed
-            shutil.copy(f"{source}-wal", f"{copy}-wal")
-        with TemporalMemory(str(copy), encoder=encoder) as memory:
-            db, store = memory.store.db, memory.store
-            records = len(store)
-            scan = "SELECT MAX(t) FROM (SELECT MAX(t_obs) AS t FROM temporal_facts NOT INDEXED UNION ALL "
-            scan += "SELECT MAX(t_obs) FROM session_dates NOT INDEXED)"
-            yield row("latest date", "scan (before)", lambda: db.execute(scan).fetchone(), 5)
-            yield row("latest date", "index (after)", memory.latest_observation)
-            index = store.index()
-            yield row("index search", "1 question (before)", lambda: index.search(vectors[:1], 50))
-            yield row("index search", "batch of 16 (after)", lambda: index.search(vectors, 50), per=batch)
-            [hits] = store.search_vectors(vectors[:1], 50)
-            for found, way in (
-                (hits, "candidates (before)"),
-                (memory._reachable(hits, k), "reachable (after)"),
-            ):
-                fetch = lambda found=found: store.records_by_id(i for i, _ in found)  # noqa: E731
-                yield row("record fetch", f"{len(found)} {way}", fetch)
-            queries = [Query(q, k) for q in questions]
-            alone = lambda: memory.retrieve_many(queries[:1], vectors[:1])  # noqa: E731
-            yield row("store path", "1 question (after, unbatched)", alone)
-            yield row("store path", "batch of 16", lambda: memory.retrieve_many(queries, vectors), per=batch)
-        yield row("MiniLM", "1 question", lambda: encoder.encode(questions[:1]))
-        yield row("MiniLM", "batch of 16", lambda: encoder.encode(questions), per=batch)
-
-
-# --- phase pgvector: pgvector (the pgserver wheel) against the in-memory index, top 50 of --records -----
-def pgvector(args) -> Iterator[Row]:
-    try:
-        import pgserver
-        import psycopg
-    except ImportError:
-        raise SystemExit("pip install pgserver psycopg (PostgreSQL 16 with pgvector)") from None
-    from rotmem.index import make_index
-
-    dim, top = 384, 50
-    rng = np.random.default_rng(0)
-    vectors, queries = unit_vectors(rng, args.records, dim), unit_vectors(rng, args.queries, dim)
-
-    def literal(vector: np.ndarray) -> str:
-        return "[" + ",".join(map(str, vector.tolist())) + "]"
-
-    def row(method: str, run, items, recall: float, note: str, per: int = 1) -> Row:
-        ms = [timed(lambda item=item: run(item)) / per for item in items]
-        return dict(method=method, records=args.records, queries=len(ms), p50_ms=round(p(ms, 50), 2),
-                    p95_ms=round(p(ms, 95), 2), **{f"recall_at_{top}": round(float(recall), 3)},
-                    note=note, server=server_version)  # fmt: skip
-
-    with tempfile.TemporaryDirectory() as folder:
-        server = pgserver.get_server(folder, cleanup_mode="stop")
-        with psycopg.connect(server.get_uri(), autocommit=True) as db:
-            db.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            version = db.execute("SELECT version()").fetchone()[0].split(",")[0]
-            extension = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-            server_version = f"{version}, pgvector {db.execute(extension).fetchone()[0]}"
-            db.execute(f"CREATE TABLE facts (id BIGINT PRIMARY KEY, embedding vector({dim}))")
-            start = time.perf_counter()
-            with db.cursor().copy("COPY facts (id, embedding) FROM STDIN") as copy:
-                for i, v in enumerate(vectors):
-                    copy.write_row((i, literal(v)))
-            load_s = time.perf_counter() - start
-            db.execute("ANALYZE facts")
-            sql = "SELECT id FROM facts ORDER BY embedding <#> %s::vector LIMIT %s"
-
-            def pg(q: np.ndarray) -> list[int]:
-                return [r[0] for r in db.execute(sql, (literal(q), top)).fetchall()]
-
-            exact = [pg(q) for q in queries[:3]]  # warm
-            exact = [pg(q) for q in queries]
-            yield row("pgvector exact (seq scan)", pg, queries, 1.0, f"load {load_s:.1f} s")
-            start = time.perf_counter()
-            db.execute("SET maintenance_work_mem = '1GB'")  # the graph is built in memory
-            db.execute("CREATE INDEX ON facts USING hnsw (embedding vector_ip_ops)")
-            build_s = time.perf_counter() - start
-            db.execute("SET hnsw.ef_search = 100")
-            recall = np.mean([len(set(pg(q)) & set(e)) / top for q, e in zip(queries, exact, strict=True)])
-            yield row("pgvector hnsw (ef_search 100)", pg, queries, recall, f"build {build_s:.1f} s")
-        server.cleanup()
-    index = make_index(dim, backend="faiss")
-    index.add(np.arange(args.records), vectors)
-    _, ids = index.search(queries, top)
-    recall = np.mean([len(set(i.tolist()) & set(e)) / top for i, e in zip(ids, exact, strict=True)])
-    yield row("faiss flat, one question", lambda q: index.search(q[None], top), queries, recall, "")
-    batches = queries[: (len(queries) // 16) * 16].reshape(-1, 16, dim)
-    search = lambda b: index.search(b, top)  # noqa: E731
-    yield row("faiss flat, batch of 16 (per question)", search, batches, recall, "", per=16)
-
-
 def plot(rows: list[Row], path: Path) -> None:
     rows = [r for r in rows if r["row"] == "load" and r["adds_share"] < 1]
     if not rows:
         return
     fig, (left, right) = subplots(1, 2, figsize=(10, 4))
-
-    def server(r: Row) -> tuple[str, str, str]:
-        return r["backend"], r.get("encoder") or "in-process", r.get("retriever") or "temporal"
-
-    for backend in sorted({server(r) for r in rows}):
-        mine = [r for r in rows if server(r) == backend]
-        backend = "/".join(backend)
+    for setup in sorted({(r["backend"], r["encoder"], r["retriever"]) for r in rows}):
+        mine = [r for r in rows if (r["backend"], r["encoder"], r["retriever"]) == setup]
+        server = "/".join(setup)  # backend/encoder placement/retriever
         n = [r["clients"] for r in mine]
-        left.plot(n, [r["searches_per_s"] for r in mine], "o-", label=backend)
+        left.plot(n, [r["searches_per_s"] for r in mine], "o-", label=server)
         bound = [0.8 * r["encoder_bound_per_s"] for r in mine]
-        left.plot(n, bound, "x:", label=f"{backend}: 0.8 x encoder alone")
-        right.plot(n, [r["search_p99_ms"] for r in mine], "o-", label=f"{backend} p99")
-        right.plot(n, [r["search_p50_ms"] for r in mine], "x--", label=f"{backend} p50")
+        left.plot(n, bound, "x:", label=f"{server}: 0.8 x encoder alone")
+        right.plot(n, [r["search_p99_ms"] for r in mine], "o-", label=f"{server} p99")
+        right.plot(n, [r["search_p50_ms"] for r in mine], "x--", label=f"{server} p50")
     for axis, label in ((left, "searches/s"), (right, "search latency, ms (MiniLM embedding included)")):
         axis.set_xscale("log", base=2)
         axis.set_xlabel("concurrent clients (90 % search, 10 % add)")
@@ -585,7 +462,7 @@ def plot(rows: list[Row], path: Path) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("phases", nargs="+", choices=("prepare", "encoder", "load", "crash", *TABLES))
+    parser.add_argument("phases", nargs="+", choices=("prepare", "encoder", "load", "crash"))
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--seconds", type=float, default=15.0, help="load time per client count")
@@ -606,22 +483,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="encoder curve")
     parser.add_argument("--reps", type=int, default=7, help="timed batches per size (the median is kept)")
-    parser.add_argument("--repeats", type=int, default=20, help="causes: timed calls per way (the median)")
-    parser.add_argument("--queries", type=int, default=50, help="pgvector: questions searched")
 
 
-TABLES = {  # phase: (the CSV beside memory_service.csv, its rows)
-    "crash": ("memory_service_crash", crash),
-    "causes": ("memory_service_causes", causes),
-    "pgvector": ("pgvector", pgvector),
-}
 SPEC = Benchmark(
     "memory_service", __doc__, measure, add_arguments, plot=plot, csv_name="memory_service/memory_service"
 )
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The phases in order; ``--out``: ``memory_service.csv`` (or its folder), the other tables beside it."""
+    """The phases in order; ``--out``: ``memory_service.csv`` (or its folder), the crash table beside it."""
     args = parse(SPEC, argv)
     command = command_line(SPEC.name, argv)
     Path(args.work).mkdir(parents=True, exist_ok=True)
@@ -629,11 +499,10 @@ def main(argv: list[str] | None = None) -> int:
         run_prepare(args)
     if {"encoder", "load"} & set(args.phases):
         SPEC.run(args, command)
-    for phase, (name, measure_table) in TABLES.items():
-        if phase in args.phases:
-            rows = list(measure_table(args))
-            print(*rows, sep="\n")
-            write_csv(args.out.with_name(f"{name}.csv"), rows, command, commit_of())
+    if "crash" in args.phases:
+        rows = list(crash(args))
+        print(*rows, sep="\n")
+        write_csv(args.out.with_name("memory_service_crash.csv"), rows, command, commit_of())
     return 0
 
 

@@ -225,9 +225,7 @@ class LabelAwareReader:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--personas", type=int, default=60)
-    parser.add_argument("--sessions", type=int, default=10, help="sessions per persona")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--personas", type=int, default=60, help="10 sessions each, seed 0")
     parser.add_argument("--k", type=int, default=15, help="evidence items per question (all configurations)")
     parser.add_argument("--encoder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
@@ -238,7 +236,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
-    bench = generate(args.personas, args.sessions, args.seed)
+    bench = generate(args.personas)  # 10 sessions per persona, seed 0
     encoder = encoder_of(args.encoder)
     fit = FitConfig(epochs=args.fit_epochs) if args.fit_epochs > 0 else None
     memory, stats = build_memory(bench, CachedEncoder(encoder), fit)
@@ -256,7 +254,7 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
                              tokens=count_tokens(text), words=len(text.split())))  # fmt: skip
     notes = [
         f"{len(bench.personas)} personas, {len(bench.sessions)} sessions, {len(bench.questions)} questions "
-        f"(seed {args.seed}); {stats['records']} stored records; k = {args.k} evidence items per question; "
+        f"(seed 0); {stats['records']} stored records; k = {args.k} evidence items per question; "
         f"encoder {encoder.name}; answers by: {reader}; tokens: {tokens}",
         f"t_happen read from the session text equals the true day for "
         f"{100 * t_happen_recovery(bench, memory):.1f}% of stored facts",

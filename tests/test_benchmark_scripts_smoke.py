@@ -148,31 +148,6 @@ def test_memory_service_tiny(tmp_path):
     assert int(crash[0]["missing"]) == 0 and int(crash[0]["half_written"]) == 0
     assert (out / "memory_service.png").stat().st_size > 0
     assert all("python -m benchmarks.memory_service load crash" in r["command"] for r in rows + crash)
-    run_script("-m", "benchmarks.memory_service", "causes", *common, "--repeats", "1")
-    causes = read_rows(out / "memory_service_causes.csv")  # each cause before and after, on the same file
-    assert [r["cause"] for r in causes][::2] == [
-        "latest date",
-        "index search",
-        "record fetch",
-        "store path",
-        "MiniLM",
-    ]
-    assert all(float(r["ms_per_question"]) > 0 and int(r["records"]) >= 200 for r in causes)  # + the adds
-    assert all("python -m benchmarks.memory_service causes" in r["command"] for r in causes)
-
-
-@pytest.mark.slow
-def test_memory_service_pgvector_tiny(tmp_path):
-    """``memory_service pgvector`` on 300 vectors: exact and HNSW pgvector, then FAISS one and batched."""
-    pytest.importorskip("pgserver")
-    pytest.importorskip("psycopg")
-    run_script(
-        "-m", "benchmarks.memory_service", "pgvector", "--records", "300", "--queries", "16",
-        "--work", str(tmp_path / "work"), "--out", str(tmp_path), timeout=300,
-    )  # fmt: skip
-    rows = read_rows(tmp_path / "pgvector.csv")
-    assert [r["method"].split(" ")[0] for r in rows] == ["pgvector", "pgvector", "faiss", "faiss"]
-    assert float(rows[0]["recall_at_50"]) == 1.0 and all(float(r["p50_ms"]) > 0 for r in rows)
 
 
 @pytest.mark.slow
@@ -264,27 +239,6 @@ def test_gate_paraphrases(tmp_path, icews):
     assert anchored < plain
     command = f"python -m benchmarks.gate paraphrases --out {out}"
     assert all(command in r["command"] for r in [*rows, *summary.values()])
-
-
-@pytest.mark.slow
-def test_gate_regularisation_small(tmp_path, icews):
-    """``gate.py regularisation`` on ICEWS05-15 with three settings (packaged, augmentation, smoothing):
-    the smoothing penalty, which targets the leave-one-out anchored gap, must shrink the held-out max
-    gap below the packaged gate's; the scale-free column is that gap over the fastest speed."""
-    run_script(
-        "-m", "benchmarks.gate", "regularisation", "--weight-decay", "0", "--smoothing", "1",
-        "--out", str(tmp_path / "gate_regularisation.csv"), timeout=900,
-    )  # fmt: skip
-    rows = read_rows(tmp_path / "gate_regularisation.csv")
-    settings = [(r["paraphrases"], float(r["weight_decay"]), float(r["smoothing"])) for r in rows]
-    assert settings == [("False", 0.0, 0.0), ("True", 0.0, 0.0), ("False", 0.0, 1.0)]
-    packaged, _, smoothed = rows
-    assert float(smoothed["heldout_max_anchored"]) < float(packaged["heldout_max_anchored"])
-    for r in rows:
-        ratio = float(r["heldout_max_anchored"]) / float(r["alpha_max"])
-        assert abs(ratio - float(r["heldout_max_over_alpha_max"])) < 2e-3  # both rounded
-        assert -1 <= float(r["spearman_ge1"]) <= 1 and r["worst_anchored"]
-        assert "python -m benchmarks.gate regularisation --weight-decay 0" in r["command"]
 
 
 def test_step_overhead_tiny(tmp_path):

@@ -83,3 +83,25 @@ def test_cached_encoder_embeds_each_text_once_and_serves_put_vectors():
     encoder.put(["g"], np.array([[3.0] + [0.0] * 63]))
     np.testing.assert_array_equal(encoder.encode(["g"])[0], [1.0] + [0.0] * 63)  # normalised
     assert inner.seen == ["a b", "c d", "e f"] and encoder.encode([]).shape[0] == 0
+
+
+def test_a_stores_fact_vectors_serve_another_memory_without_the_encoder(tmp_path):
+    from rotmem.memory import CachedEncoder
+
+    path = str(tmp_path / "memory.db")
+    with TEMStore(path, HashingEncoder(64), verify=False) as store:
+        store.add_session("d1", [("Iran", "threaten", "Israel"), ("Iran", "host", "Iraq")])
+        store.add_session("d2", [("Iran", "threaten", "Israel")], turns=["Iran threaten Israel"])
+    with TEMStore(path, CountingEncoder(), read_only=True) as store:
+        texts, vectors = store.fact_vectors()
+    assert texts == ["Iran threaten Israel", "Iran host Iraq", "Iran threaten Israel"]  # facts only
+    np.testing.assert_array_equal(vectors, encode_texts(HashingEncoder(64), texts))
+    inner = CountingEncoder()
+    encoder = CachedEncoder(inner)
+    encoder.put(texts, vectors)
+    np.testing.assert_allclose(encoder.encode(texts), vectors, atol=1e-6)  # put re-normalises
+    assert inner.seen == []
+    with pytest.raises(ValueError, match="was written with encoder"):
+        TEMStore(path, HashingEncoder(32), read_only=True)
+    with TEMStore(encoder=HashingEncoder(8)) as empty:
+        assert empty.fact_vectors()[0] == [] and len(empty.fact_vectors()[1]) == 0

@@ -1,5 +1,6 @@
 """The schema registry and the session writer: rows by column name, every layer's tables in one
-ordered schema, the same columns on SQLite and Postgres; the memory baselines rank on their own."""
+ordered schema, the same columns on SQLite and Postgres; the memory baselines and the library's own
+memories as rankers rank on their own."""
 
 from __future__ import annotations
 
@@ -57,3 +58,23 @@ def test_the_baselines_embed_the_question_when_no_vector_is_given():
         assert rank("where does Al live now", None, 20000) == rank("where does Al live now", vector, 20000)
     assert baselines.symbolic(memory)("where does Al live now", None, 20000) == [1, 0]  # latest first
     assert baselines.tem(memory)("where does Al live", None, 20000) == [1, 0]  # current first
+
+
+def test_the_library_memories_as_rankers_give_record_ids_best_first_at_most_depth():
+    pytest.importorskip("bm25s")
+    memory = TemporalMemory(encoder=HashingEncoder(256))
+    for year in range(2008, 2020):  # twelve facts about Al, one about Bo: more than a depth of 10
+        memory.add_session(f"al{year}", [("Al", "lives in", f"City{year}")], date=f"{year}-01-01")
+    memory.add_session("bo", [("Bo", "works at", "Acme")], date="2020-01-01")
+    bo = next(r.id for r in memory.store.records() if r.subject == "Bo")
+    rankers = {
+        "hybrid": lambda depth: baselines.hybrid(memory, depth=depth),
+        "temporal": lambda depth: baselines.temporal(memory, depth=depth),
+        "best": lambda depth: baselines.best(memory, 0.0, constrain=True, depth=depth),
+    }
+    for name, make in rankers.items():
+        for depth in (1, 3, baselines.DEPTH):
+            ids = make(depth)("Where does Bo work at Acme?", None, 20000)
+            assert 0 < len(ids) <= depth and len(set(ids)) == len(ids), (name, depth, ids)
+            assert ids[0] == bo, (name, depth, ids)  # the one fact naming Bo is the best
+        assert len(make(baselines.DEPTH)("Where does Al live?", None, 20000)) == baselines.DEPTH, name

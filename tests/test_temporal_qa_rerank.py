@@ -1,12 +1,12 @@
-"""``romem-hybrid`` (benchmarks.temporal_qa.run.best, ``BestMemory`` without the time constraint):
+"""``romem-hybrid`` (rotmem.memory.retrieval.baselines.best, ``BestMemory`` without the time constraint):
 the hybrid pool re-ranked by ``+ beta * S_kge``."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.temporal_qa.run import best, hybrid
 from rotmem.data import day_of
+from rotmem.memory.retrieval.baselines import best, hybrid
 from tests.test_temporal_memory import _fixed
 from tests.test_temporal_memory import memory as memory  # noqa: F401 - the fixture
 
@@ -25,8 +25,8 @@ def test_beta_zero_is_the_hybrid_order_and_a_large_beta_puts_the_favoured_object
 
 def test_symbolic_named_sorts_the_facts_naming_the_question_first() -> None:
     # two visits in 2012: the earliest of the pool is someone else's; the earliest naming Ana is Mar 1
-    from benchmarks.temporal_qa.run import symbolic
     from rotmem.memory import HashingEncoder
+    from rotmem.memory.retrieval.baselines import symbolic
     from rotmem.memory.temporal.memory import TemporalMemory
 
     memory = TemporalMemory(encoder=HashingEncoder(128), verify=False)

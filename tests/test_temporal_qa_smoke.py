@@ -7,7 +7,8 @@ import csv
 import pytest
 
 from benchmarks.datasets.temporal_qa import generate
-from benchmarks.temporal_qa.run import DEPTH, MEMORIES, SPEC, Setup, parse_args
+from benchmarks.temporal_qa.run import MEMORIES, SPEC, Setup, parse_args
+from rotmem.memory.retrieval.baselines import DEPTH
 from tests.test_temporal_qa_questions import SMALL, WINDOW, tiny_graph
 
 pytestmark = pytest.mark.slow

@@ -4,14 +4,12 @@ ROTMEM_DATA_DIR=../shared/data python -m benchmarks.temporal_qa            # tes
 python -m benchmarks.temporal_qa --split dev --alpha-g 0.3 1 3 --beta 0.5 1 2 4   # tune here: a grid
 python -m benchmarks.temporal_qa --quick                                       # smoke, seconds
 python -m benchmarks.temporal_qa ingest     # facts/s, day by day, embedding included: ingest_speed.csv
-python -m benchmarks.temporal_qa int8       # int8 MiniLM against float32, speed and drift: encoder_int8.csv
 """
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
     raise SystemExit("run it as: python -m benchmarks.temporal_qa (from the checkout's root)")
 
 import argparse
-import sqlite3
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -27,9 +25,8 @@ from benchmarks.memory_common import add_name, encoder_of, icews_facts, p, parse
 from benchmarks.runner import Benchmark, Row, command_line, save, subplots
 from rotmem import configs
 from rotmem.data import date_of, day_of
-from rotmem.memory import BestMemory, CachedEncoder, FitConfig, TemporalMemory
-from rotmem.memory.retrieval.baselines import DEPTH, POOL, Ranker, bm25, dense, symbolic, tem
-from rotmem.memory.retrieval.hybrid import HybridRetriever
+from rotmem.memory import CachedEncoder, FitConfig, TemporalMemory, TEMStore
+from rotmem.memory.retrieval.baselines import POOL, best, bm25, dense, hybrid, symbolic, tem, temporal
 from rotmem.memory.tem.store import fact_text
 
 MEMORIES = (
@@ -44,7 +41,7 @@ RERANKS = {
 }  # fmt: skip
 HISTORY_CONFIG = "icews05-15-tntcomplex-history"  # the accuracy work's best model on validation
 TIME_POOL = 100  # hybrid candidates the time constraint sees (BestMemory's default)
-MODES = {"questions": None, "ingest": "ingest_speed", "int8": "encoder_int8"}  # mode: its CSV's stem
+MODES = {"questions": None, "ingest": "ingest_speed"}  # mode: its CSV's stem
 PUBLISHED = (
     "Published MultiTQ retrieval MRR (RoMem paper): RoMem 0.337, without RoMem 0.203, no gate 0.104, "
     "discrete time 0.045. Those use MultiTQ's own questions, an LLM and another embedder: they are "
@@ -57,18 +54,6 @@ class Setup:
     facts: list[tuple[str, str, str, int]]  # the whole graph
     window: tuple[int, int]
     questions: list[Question]
-
-
-def load_vectors(encoder: CachedEncoder, path: Path) -> int:
-    """Serve the fact sentences of an earlier run's memory file ``path`` from its stored vectors."""
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        (name,) = db.execute("SELECT value FROM meta WHERE key = 'encoder'").fetchone()
-        if name != encoder.name:
-            raise ValueError(f"{path} was embedded with {name}, not {encoder.name}")
-        rows = db.execute("SELECT subject, relation, object, vector FROM facts").fetchall()
-    vectors = np.stack([np.frombuffer(v, "<f4") for *_, v in rows])
-    encoder.put([fact_text(h, r, t) for h, r, t, _ in rows], vectors)
-    return len(rows)
 
 
 def ingest(memory: TemporalMemory, facts: Sequence[tuple[str, str, str, int]], days_per_batch: int) -> dict:
@@ -95,39 +80,6 @@ def change_rate_speeds(facts) -> dict[str, float]:
             pairs[relation] += 1
             changed[relation] += a != b
     return {r: changed[r] / pairs[r] for r in pairs}
-
-
-# --- the memories compared (the library's baselines besides): each ranks stored facts (record ids) ------
-def hybrid(memory: TemporalMemory) -> Ranker:
-    retriever = HybridRetriever(memory)
-
-    def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
-        units = retriever.ranked(question, DEPTH, vector=vector, now=now)
-        return [r.id for unit in units for r in unit.records][:DEPTH]
-
-    return rank
-
-
-def temporal(memory: TemporalMemory) -> Ranker:
-    """``TemporalMemory.retrieve``'s top ``DEPTH``, best ``S_final`` first."""
-
-    def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
-        found = memory.retrieve(question, k=DEPTH, now=now)
-        return [t.record.id for t in sorted(found, key=lambda t: -t.score)]
-
-    return rank
-
-
-def best(memory: TemporalMemory, beta: float, constrain: bool, pool: int = POOL) -> Ranker:
-    """``rotmem.memory.BestMemory`` over ``memory``: the hybrid top ``pool`` re-ranked by ``score +
-    beta * S_kge`` (``beta`` 0 or no fitted model: the hybrid order), then, with ``constrain``, the
-    question's time constraint applied; best first."""
-    found = BestMemory(memory, beta=beta, pool=pool, constrain=constrain, rerank=beta > 0)
-
-    def rank(question: str, vector: np.ndarray, now: int) -> list[int]:
-        return [t.record.id for t in found.retrieve(question, DEPTH, now, vector=vector)]
-
-    return rank
 
 
 # what a fact answers in each answer slot: its head, its tail, its day
@@ -219,8 +171,11 @@ def load_setup(args: argparse.Namespace) -> Setup:
 def measure_questions(args: argparse.Namespace) -> Iterator[Row]:
     setup = args.setup or load_setup(args)
     encoder = CachedEncoder(encoder_of(args.encoder))
-    if args.encoder_cache:
-        print(f"{load_vectors(encoder, args.encoder_cache)} vectors from {args.encoder_cache}", flush=True)
+    if args.encoder_cache:  # serve the fact sentences of an earlier run's memory from its vectors
+        with TEMStore(str(args.encoder_cache), encoder, read_only=True) as cached:
+            texts, vectors = cached.fact_vectors()
+        encoder.put(texts, vectors)
+        print(f"{len(texts)} vectors from {args.encoder_cache}", flush=True)
     window_facts = [f for f in setup.facts if setup.window[0] <= f[3] <= setup.window[1]]
     memory = TemporalMemory(encoder=encoder, verify=False, synchronous="OFF")
     stats = ingest(memory, window_facts, args.days_per_batch)
@@ -340,47 +295,8 @@ def measure_ingest(args: argparse.Namespace) -> Iterator[Row]:
         )  # fmt: skip
 
 
-def measure_int8(args: argparse.Namespace) -> Iterator[Row]:
-    """Mode ``int8``: the offline MiniLM in float32 against the same model with its linear layers
-    quantized to int8 (``torch.ao.quantization.quantize_dynamic``), on the first ``--sentences``
-    distinct fact sentences of 2012's training facts, interleaved round by round."""
-    import torch
-
-    from rotmem.data import load_dataset
-    from rotmem.gate.encoder import RelationEncoder
-    from rotmem.memory.encoder import normalise_rows
-
-    kg, texts = load_dataset("icews05-15", args.data_dir), {}
-    for h, r, t, day in kg.train.tolist():
-        if kg.date_of(day).startswith("2012-") and len(texts) < args.sentences:
-            texts.setdefault(fact_text(kg.entities[h], kg.relations[r], kg.entities[t]), None)
-    texts = list(texts)
-    model = RelationEncoder(cache_dir=False)._load()
-    models = {"float32": model, "int8": torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear})}
-    rates: dict[str, list[float]] = {name: [] for name in models}
-    embeddings = {}
-    for round_ in range(args.rounds + 1):  # round 0 warms up
-        for name, m in models.items():
-            start = time.perf_counter()
-            out = m.encode(texts, batch_size=256, convert_to_numpy=True)
-            if round_:
-                rates[name].append(len(texts) / (time.perf_counter() - start))
-            embeddings[name] = normalise_rows(np.asarray(out, dtype=np.float32))
-    a, b = embeddings["float32"], embeddings["int8"]
-    cos = (a * b).sum(axis=1)
-    near_a, near_b = (np.argsort(-(x[:300] @ x.T), axis=1)[:, :10] for x in (a, b))
-    overlap = float(np.mean([len(set(x) & set(y)) / 10 for x, y in zip(near_a, near_b, strict=True)]))
-    drift = dict(cos_min=round(float(cos.min()), 4), cos_median=round(float(np.median(cos)), 4),
-                 top10_overlap=round(overlap, 3))  # fmt: skip
-    for name in models:
-        yield dict(encoder=name, sentences=len(texts), threads=args.threads,
-                   sentences_per_s=round(statistics.median(rates[name]), 1),
-                   rounds=" ".join(f"{r:.0f}" for r in rates[name]),
-                   **(dict.fromkeys(drift, 1.0) if name == "float32" else drift))  # fmt: skip
-
-
 def measure(args: argparse.Namespace) -> Iterator[Row]:
-    return {"questions": measure_questions, "ingest": measure_ingest, "int8": measure_int8}[args.mode](args)
+    return {"questions": measure_questions, "ingest": measure_ingest}[args.mode](args)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -403,8 +319,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--days-per-batch", type=int, default=1, help="daily sessions per add_sessions call")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--quick", action="store_true", help="two weeks, hashing encoder, 1 epoch: smoke")
-    parser.add_argument("--sentences", type=int, default=3000, help="int8: distinct sentences embedded")
-    parser.add_argument("--rounds", type=int, default=3, help="int8: timed rounds")
     add_name(parser)
 
 

@@ -4,7 +4,8 @@ they are compared against.
 
 - ``hybrid``: ``HybridRetriever``, ``Evidence``, ``render_evidence``;
 - ``lexical``: ``LexicalIndex`` (BM25);
-- ``baselines``: ``dense``, ``bm25``, ``symbolic``, ``tem`` rankers;
+- ``baselines``: ``dense``, ``bm25``, ``symbolic``, ``tem`` rankers, and ``hybrid``, ``temporal``,
+  ``best``: the library's own memories as rankers;
 - ``time_constraint``: ``parse_time_constraint`` -> ``TimeConstraint``;
 - ``constrain``: ``apply_constraint`` on scored ``Candidate``s;
 - ``best``: ``BestMemory`` (``BestMemory.preset``), ``render_in_source_order``.

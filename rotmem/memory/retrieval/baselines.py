@@ -15,6 +15,14 @@ a comparison embeds each question once, outside the timed call; ``now`` is the d
   ``named_first``, the date sort puts the facts that name an entity of the question first;
 - ``tem``: TEM's read path (the dense top ``depth``) with its labels applied the way a reader
   would: current versions before ``[historical]`` ones, newest first.
+
+Besides them, the library's own memories as rankers, to compare with the baselines on the same
+questions:
+
+- ``hybrid``: ``HybridRetriever``'s top ``depth`` units, their facts in unit order, cut at ``depth``;
+- ``temporal``: ``TemporalMemory.retrieve``'s top ``depth``, best ``S_final`` first;
+- ``best``: ``BestMemory``'s top ``depth`` (the hybrid pool re-ranked by ``score + beta * S_kge``,
+  with ``constrain`` the question's time constraint applied), best first.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rotmem.memory.retrieval.best import BestMemory
+from rotmem.memory.retrieval.hybrid import HybridRetriever
 from rotmem.memory.retrieval.lexical import LexicalIndex
 from rotmem.memory.tem.store import fact_text
 from rotmem.memory.temporal.memory import TemporalMemory
@@ -115,5 +125,42 @@ def tem(memory: TemporalMemory, depth: int = DEPTH) -> Ranker:
     def rank(question: str, vector: np.ndarray | None, now: int) -> list[int]:
         records = memory.store.retrieve_vector(_embedded(memory, question, vector), depth)
         return [r.id for r in sorted(records, key=lambda r: (r.historical, -r.session_index, r.id))]
+
+    return rank
+
+
+def hybrid(memory: TemporalMemory, depth: int = DEPTH) -> Ranker:
+    """The hybrid retriever (dense + BM25, ``HybridRetriever``'s defaults): the facts of its top
+    ``depth`` evidence units, best unit first, at most ``depth``."""
+    retriever = HybridRetriever(memory)
+
+    def rank(question: str, vector: np.ndarray | None, now: int) -> list[int]:
+        units = retriever.ranked(question, depth, vector=vector, now=now)
+        return [r.id for unit in units for r in unit.records][:depth]
+
+    return rank
+
+
+def temporal(memory: TemporalMemory, depth: int = DEPTH) -> Ranker:
+    """``TemporalMemory.retrieve``'s top ``depth``, best ``S_final`` first (the memory embeds the
+    question itself: ``vector`` is not used)."""
+
+    def rank(question: str, vector: np.ndarray | None, now: int) -> list[int]:
+        found = memory.retrieve(question, k=depth, now=now)
+        return [t.record.id for t in sorted(found, key=lambda t: -t.score)]
+
+    return rank
+
+
+def best(
+    memory: TemporalMemory, beta: float, constrain: bool, pool: int = POOL, depth: int = DEPTH
+) -> Ranker:
+    """``BestMemory`` over ``memory``: the hybrid top ``pool`` re-ranked by ``score + beta * S_kge``
+    (``beta`` 0 or no fitted model: the hybrid order), then, with ``constrain``, the question's time
+    constraint applied; best first."""
+    found = BestMemory(memory, beta=beta, pool=pool, constrain=constrain, rerank=beta > 0)
+
+    def rank(question: str, vector: np.ndarray | None, now: int) -> list[int]:
+        return [t.record.id for t in found.retrieve(question, depth, now, vector=vector)]
 
     return rank

@@ -405,6 +405,15 @@ class TEMStore:
             rows = tables.list_facts(self.db, group_key=self.group_key(subject, relation), after_id=after_id)
         return [tables.record_of(row, self.weights.weight(row.relation)) for row in rows]
 
+    def fact_vectors(self) -> tuple[list[str], np.ndarray]:
+        """Every stored fact's sentence (``fact_text``) and its vector ``[N, D]`` as the encoder gave
+        it (not weighted by the relation), in id order: what ``CachedEncoder.put`` takes to serve
+        the same facts to another memory without embedding them again."""
+        with self.db.readable():
+            ids, _, vectors = self.db.vectors("facts", "relation", self.dim or 0)
+            texts = {r.id: fact_text(r.subject, r.relation, r.object) for r in self.records()}
+        return [texts[int(i)] for i in ids], vectors
+
     def record(self, record_id: int) -> Record | None:
         """One stored fact by id, or None when no fact has that id."""
         row = tables.fetch_facts(self.db, [int(record_id)]).get(int(record_id))
