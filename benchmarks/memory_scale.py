@@ -96,25 +96,25 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
             seconds, n = time.perf_counter() - start, len(store)
         yield row("reopen_rebuild_index_s", seconds, "s", note=f"{n} vectors from SQLite")
         queries = unit_vectors(rng, args.queries, args.dim)
-        # (backend, its options, its threads' label)
-        faiss = [("faiss", {}, "1"), ("faiss", {"small_batch_threads": None}, "openmp")]
+        # (backend, its options, its label): FAISS's own paths, rotmem's scan of small batches, torch
+        faiss = [
+            ("faiss", {"native_scan": False}, "1"),
+            ("faiss", {}, "1, scan"),
+            ("faiss", {"small_batch_threads": None, "native_scan": False}, "openmp"),
+        ]
         for backend, options, threads in [*(faiss if faiss_available() else []), ("torch", {}, "")]:
             with TEMStore(path, encoder=encoder, index_backend=backend, index_options=options) as store:
                 store.retrieve_vector(queries[0], args.k)  # warm-up
                 search = lambda i, store=store: store.retrieve_vector(queries[i], args.k)
                 wall, cpu = timed(search, len(queries))
-            note = f"k={args.k}, embedding excluded; {load_average()}"
-            yield from percentiles("retrieve", wall, cpu, backend, threads, note)
-        # the hybrid's dense pool for a server's batch of questions: rotmem's scan against FAISS's paths
-        for label, options in [("scan", {}), ("faiss", {"native_scan": False})] if faiss_available() else []:
-            with TEMStore(path, encoder=encoder, index_backend="faiss", index_options=options) as store:
+                note = f"k={args.k}, embedding excluded; {load_average()}"
+                yield from percentiles("retrieve", wall, cpu, backend, threads, note)
                 index = store.index()
-                for batch in (1, 2, 4, 8, 16):
-                    index.search(queries[:batch], POOL)  # warm-up
-                    search = lambda i, b=batch, index=index: index.search(queries[i * b : (i + 1) * b], POOL)
-                    wall, cpu = timed(search, len(queries) // batch)
-                    note = f"top {POOL} for {batch} questions at once, per question; {load_average()}"
-                    yield row(f"search_batch{batch}_cpu_p50_ms", p(cpu, 50) / batch, "ms", label, "1", note)
+                for b in (2, 4, 8, 16):  # the hybrid's dense pool for a server's batch of questions
+                    search = lambda i, b=b, index=index: index.search(queries[i * b : (i + 1) * b], POOL)
+                    ms = p(timed(search, len(queries) // b)[1], 50) / b
+                    note = f"top {POOL} for {b} questions at once, CPU per question"
+                    yield row(f"search_batch{b}_cpu_p50_ms", ms, "ms", backend, threads, note)
     if not args.no_minilm:
         minilm = SentenceEncoder()
         minilm.encode(["warm-up question"])

@@ -31,7 +31,6 @@ RELATIONS = ("lives in", "works as", "works for", "drinks", "likes", "owns", "pl
 PERSONAS, PER_SESSION = 2000, 10
 NAMESPACE, CRASH_NAMESPACE = "load", "crash"
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
-PLACEMENTS = ("process", "in-process")  # rotmem serve's encoder: a worker process, or --encoder-in-process
 RETRIEVERS = ("best", "temporal")  # rotmem serve --retriever: BestMemory (the default), or TemporalMemory
 JSON = "application/json"
 ENCODER_THREADS = 1  # the server's --encoder-threads: the 2 cores run the server, the encoder and the clients
@@ -177,10 +176,7 @@ def run_prepare(args) -> None:
 class Server:
     """``rotmem serve`` in a subprocess, one key per namespace."""
 
-    def __init__(
-        self, store: str, keys: Path, log: Path, device: str = "auto", placement: str = "process",
-        retriever: str = "best",
-    ):  # fmt: skip
+    def __init__(self, store: str, keys: Path, log: Path, device: str = "auto", retriever: str = "best"):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -188,7 +184,6 @@ class Server:
         command = [sys.executable, "-m", "rotmem.cli", "serve", "--store", store, "--keys", str(keys),
                    "--port", str(port), "--encoder", "minilm", "--encoder-threads", str(ENCODER_THREADS),
                    "--device", device, "--retriever", retriever]  # fmt: skip
-        command += ["--encoder-in-process"] if placement == "in-process" else []
         with log.open("a") as stderr:
             self.process = subprocess.Popen(
                 command, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, stderr=stderr
@@ -335,9 +330,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run_load(
-    args, store: str, backend: str, keys: Path, tokens: dict, curve: list[Row], placement: str, retriever: str
+    args, store: str, backend: str, keys: Path, tokens: dict, curve: list[Row], retriever: str
 ) -> list[Row]:
-    server = Server(store, keys, keys.parent / f"serve-{backend}.log", args.device, placement, retriever)
+    server = Server(store, keys, keys.parent / f"serve-{backend}.log", args.device, retriever)
     run = f"r{time.time_ns()}"  # session ids never repeat those of an earlier run on the same file
     at = 16 if 16 in args.clients else max(args.clients)  # the client count the targets are checked at
     rows = []
@@ -355,7 +350,7 @@ def run_load(
             mean_batch = (texts_after - texts) / max(calls_after - calls, 1)
             ms = {kind: np.asarray(out[kind]) * 1000 for kind in ("search", "add")}
             rows.append({
-                "row": "load", "backend": backend, "encoder": placement, "retriever": retriever,
+                "row": "load", "backend": backend, "encoder": "process", "retriever": retriever,
                 "records": args.records,
                 "clients": clients, "adds_share": adds, "seconds": args.seconds,
                 "searches": len(out["search"]), "adds": len(out["add"]), "errors": out["errors"],
@@ -433,9 +428,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
     if "load" in args.phases:
         keys, tokens = make_keys(Path(args.work))
         for backend, store in stores(args):
-            for placement in args.encoder_placements:
-                for retriever in args.retrievers:
-                    yield from run_load(args, store, backend, keys, tokens, curve, placement, retriever)
+            for retriever in args.retrievers:
+                yield from run_load(args, store, backend, keys, tokens, curve, retriever)
 
 
 def plot(rows: list[Row], path: Path) -> None:
@@ -473,10 +467,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "rotmem-memory-service"))
     parser.add_argument("--device", default="auto", help="the encoder's device: auto, cpu, cuda")
-    parser.add_argument(
-        "--encoder-placements", nargs="+", default=["process", "in-process"], choices=PLACEMENTS,
-        help="where the server runs its encoder: a worker process (rotmem serve's default) or the server's",
-    )  # fmt: skip
     parser.add_argument(
         "--retrievers", nargs="+", default=list(RETRIEVERS), choices=RETRIEVERS,
         help="rotmem serve --retriever: best (BestMemory, its default) and/or temporal (TemporalMemory)",

@@ -121,9 +121,8 @@ def test_memory_service_tiny(tmp_path):
     assert curve == [("question", 1), ("question", 4), ("fact", 1), ("fact", 4)]
     load = [r for r in rows if r["row"] == "load"]
     levels = [(r["encoder"], r["retriever"], int(r["clients"]), float(r["adds_share"])) for r in load]
-    assert levels == [  # then 2 clients adding; the encoder in a worker process, then in the server's
-        (placement, retriever, clients, adds)
-        for placement in ["process", "in-process"]
+    assert levels == [  # then 2 clients adding; the encoder in its worker process
+        ("process", retriever, clients, adds)
         for retriever in ["best", "temporal"]
         for clients, adds in [(1, 0.1), (2, 0.1), (2, 1.0)]
     ]
@@ -132,8 +131,7 @@ def test_memory_service_tiny(tmp_path):
     assert all(int(r["encoder_calls"]) > 0 and float(r["mean_batch"]) >= 1 for r in load)  # from /metrics
     targets = [r for r in rows if r["row"] == "target"]
     assert [(r["target"], r["encoder"], r["retriever"], int(r["clients"])) for r in targets] == [
-        (target, placement, retriever, 2)
-        for placement in ["process", "in-process"]
+        (target, "process", retriever, 2)
         for retriever in ["best", "temporal"]
         for target in [
             "searches/s vs encoder questions/s",

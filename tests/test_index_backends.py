@@ -191,9 +191,9 @@ def test_torch_index_on_cuda_keeps_tensors_on_the_device():
 
 @pytest.mark.skipif(not faiss_available(), reason="no faiss")
 def test_small_batches_scan_natively_as_faiss_searches():
-    """A flat CPU search of fewer than SMALL_BATCH queries on one thread runs rotmem's scan: the ids
-    FAISS's own paths find (2 threads: FAISS's BLAS), each query's result the same alone as in the
-    batch, equal scores in storage order, and the id cache follows adds and removes."""
+    """A flat CPU search of 2 to SMALL_BATCH - 1 queries on one thread runs rotmem's scan: the ids
+    FAISS's own paths find (2 threads: FAISS's BLAS), each query's result the same in any such batch,
+    equal scores in storage order, and the id cache follows adds and removes."""
     from rotmem.index.faiss_index import native_scan_available
 
     if not native_scan_available():
@@ -206,14 +206,14 @@ def test_small_batches_scan_natively_as_faiss_searches():
     (scores, found), (_, blas_found) = scan.search(queries, 20), blas.search(queries, 20)
     np.testing.assert_array_equal(found, blas_found)
     np.testing.assert_allclose(scores, brute_force(queries, ids, vectors, 20)[0], rtol=1e-5, atol=1e-5)
-    for j in range(9):
-        alone_scores, alone_found = scan.search(queries[j : j + 1], 20)
-        np.testing.assert_array_equal(alone_scores[0], scores[j])
-        np.testing.assert_array_equal(alone_found[0], found[j])
+    for j in range(8):
+        pair_scores, pair_found = scan.search(queries[j : j + 2], 20)
+        np.testing.assert_array_equal(pair_scores, scores[j : j + 2])
+        np.testing.assert_array_equal(pair_found, found[j : j + 2])
     twins = FaissIndex(4, device="cpu")
     twins.add([30, 10, 20, 40], np.tile(np.float32([[1, 0, 0, 0]]), (4, 1)))
-    np.testing.assert_array_equal(twins.search(np.float32([[1, 0, 0, 0]]), 3)[1], [[30, 10, 20]])
+    np.testing.assert_array_equal(twins.search(np.float32([[1, 0, 0, 0]] * 2), 3)[1], [[30, 10, 20]] * 2)
     scan.remove(found[0, :5])
-    assert not set(found[0, :5]) & set(scan.search(queries[:1], 20)[1][0].tolist())
+    assert not set(found[0, :5]) & set(scan.search(queries[:2], 20)[1][0].tolist())
     scan.add([7], queries[:1] * 10)
-    assert scan.search(queries[:1], 1)[1][0, 0] == 7
+    assert scan.search(queries[:2], 1)[1][0, 0] == 7

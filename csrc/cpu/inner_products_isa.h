@@ -17,14 +17,19 @@ ROTMEM_ISA_TARGET inline float lane_sum_8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// scores[j * n + r] = <x row r, q row j> for Rows rows of x and Queries rows of q (width d).
-template <int Rows, int Queries>
+// scores[j * n + r] = <x row r, q row j> for Rows rows of x and Queries rows of q (width d). With
+// Prefetch (the tile's first pass), the next tile's rows are fetched into cache meanwhile: the rows
+// come from memory once per batch, and the hardware prefetcher alone leaves the loop waiting on them.
+template <int Rows, int Queries, bool Prefetch>
 ROTMEM_ISA_TARGET inline void scan_tile(const float* x, const float* q, int64_t d, int64_t n, float* scores) {
   __m256 acc[Queries][Rows];
   for (int j = 0; j < Queries; ++j)
     for (int r = 0; r < Rows; ++r) acc[j][r] = _mm256_setzero_ps();
   const int64_t body = d - d % 8;
   for (int64_t k = 0; k < body; k += 8) {
+    if (Prefetch && k % 16 == 0) {  // one 64-byte line of each next row per 16 floats
+      for (int r = 0; r < Rows; ++r) __builtin_prefetch(x + (Rows + r) * d + k, 0, 3);
+    }
     __m256 xk[Rows];
     for (int r = 0; r < Rows; ++r) xk[r] = _mm256_loadu_ps(x + r * d + k);
     for (int j = 0; j < Queries; ++j) {
@@ -44,14 +49,19 @@ ROTMEM_ISA_TARGET inline void scan_tile(const float* x, const float* q, int64_t 
 template <int Rows>
 ROTMEM_ISA_TARGET inline void scan_rows(const float* x, int64_t n, int64_t d, const float* q, int64_t b,
                                         float* scores) {
-  int64_t j = 0;
-  for (; j + 2 <= b; j += 2) scan_tile<Rows, 2>(x, q + j * d, d, n, scores + j * n);
-  if (j < b) scan_tile<Rows, 1>(x, q + j * d, d, n, scores + j * n);
+  if (b == 1) return scan_tile<Rows, 1, true>(x, q, d, n, scores);
+  scan_tile<Rows, 2, true>(x, q, d, n, scores);
+  int64_t j = 2;
+  for (; j + 2 <= b; j += 2) scan_tile<Rows, 2, false>(x, q + j * d, d, n, scores + j * n);
+  if (j < b) scan_tile<Rows, 1, false>(x, q + j * d, d, n, scores + j * n);
 }
 
 ROTMEM_ISA_TARGET void inner_products(const float* x, int64_t n, int64_t d, const float* q, int64_t b,
                                       float* scores) {
   int64_t r = 0;
+  if (b == 1) {  // one query streams the rows: 8 at a time keeps more loads in flight (no prefetch needed)
+    for (; r + 8 <= n; r += 8) scan_tile<8, 1, false>(x + r * d, q, d, n, scores + r);
+  }
   for (; r + 4 <= n; r += 4) scan_rows<4>(x + r * d, n, d, q, b, scores + r);
   if (n - r == 3) scan_rows<3>(x + r * d, n, d, q, b, scores + r);
   if (n - r == 2) scan_rows<2>(x + r * d, n, d, q, b, scores + r);

@@ -76,12 +76,15 @@ class FaissIndex(InnerProductIndex):
     vectors took 72-157 ms with two threads and 16-55 ms with one.
 
     With one thread (the default), ``native_scan`` and rotmem's native extension built, a flat CPU
-    index scans such a small batch itself (``rotmem.ops.native.inner_products``: the stored vectors
-    read once for the whole batch, FMA tiles of 4 vectors x 2 queries) and keeps each query's top
-    ``k`` by score, ties in storage order; a query's scores are the same in a batch as alone.
-    Otherwise a small batch (2 to ``SMALL_BATCH - 1`` queries) goes through FAISS's BLAS path, one
-    pass over the vectors for the whole batch, and one query through FAISS's per-query scan
-    (``benchmarks/memory_scale.py`` times the scan beside FAISS's paths).
+    index scans a batch of 2 to ``SMALL_BATCH - 1`` queries (a server's concurrent searches) itself
+    (``rotmem.ops.native.inner_products``: the stored vectors read once for the whole batch, FMA
+    tiles of 4 vectors x 2 queries) and keeps each query's top ``k`` by score, ties in storage order;
+    a query's scores are the same in any such batch. Against FAISS's BLAS path for these batches,
+    on this project's 2-core CPU over 100k vectors of 384 (top 2048, CPU per query): 2 queries 6.4
+    against 13.2 ms, 4: 4.2 against 6.2, 8: 3.9 against 4.8, 16: 2.5 against 2.6
+    (``benchmarks/results/memory_scale.csv``, ``search_batch*``). One query stays on FAISS's
+    per-query scan, which streams the vectors faster than this scan's one-query tiles, so its scores
+    may differ from a batch's in the last bits.
     """
 
     def __init__(
@@ -187,7 +190,7 @@ class FaissIndex(InnerProductIndex):
         if self.small_batch_threads is None or q.shape[0] >= SMALL_BATCH or self.use_gpu:
             return self._searcher().search(q, k)
         scans = self.native_scan and self.kind == "flat" and self.small_batch_threads == 1
-        if scans and native_scan_available():
+        if scans and q.shape[0] > 1 and native_scan_available():
             return self._native_scan(q, k)
         previous = self._faiss.omp_get_max_threads()  # a per-thread OpenMP setting: restore it
         self._faiss.omp_set_num_threads(int(self.small_batch_threads))
@@ -240,12 +243,12 @@ def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
     """The positions of the ``k`` largest of ``scores [n]`` (``k <= n``), best first, equal scores
     in position order (a stable sort's top ``k``, selected without sorting all ``n``)."""
     if k < scores.size:
-        kth = scores[np.argpartition(-scores, k - 1)[k - 1]]
+        kth = np.partition(scores, scores.size - k)[scores.size - k]  # the k-th largest score
         above = np.flatnonzero(scores > kth)
         candidates = np.concatenate([above, np.flatnonzero(scores == kth)[: k - above.size]])
     else:
         candidates = np.arange(scores.size)
-    return candidates[np.lexsort((candidates, -scores[candidates]))]
+    return candidates[np.argsort(-scores[candidates], kind="stable")]  # candidates ascend per score
 
 
 @functools.cache
