@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -53,30 +53,32 @@ def new_fact(rng: random.Random) -> dict:
 def encoder_curve(args) -> Iterator[Row]:
     """The service's encoder (``rotmem serve``'s class, device and threads) timed alone: sentences/s at
     each batch size on new questions and new facts (as the clients send them), the median of ``reps``
-    timed batches after a warm-up batch (benchmarks/README.md)."""
+    rounds over every size (``runner.interleaved``), after a warm-up batch (benchmarks/README.md)."""
     import torch
 
+    from benchmarks.runner import interleaved
     from rotmem.memory import SentenceEncoder
     from rotmem.memory.tem.store import fact_text
 
     torch.set_num_threads(ENCODER_THREADS)
     encoder = SentenceEncoder(device=args.device)
     rng = random.Random(1)
-    makers = {
-        "question": lambda: question(rng),
-        "fact": lambda: fact_text(*new_fact(rng).values()),
-    }
+    makers = {"question": lambda: question(rng), "fact": lambda: fact_text(*new_fact(rng).values())}
     encoder.encode([makers["question"]() for _ in range(max(args.batch_sizes))])  # loads the model, warms it
-    for texts, make in makers.items():
-        for size in args.batch_sizes:
-            rates = []
-            for _ in range(args.reps):
-                batch = [make() for _ in range(size)]
-                start = time.perf_counter()
-                encoder.encode(batch)
-                rates.append(size / (time.perf_counter() - start))
-            yield {"row": "encoder", "device": encoder.device, "texts": texts, "batch_size": size,
-                   "reps": args.reps, "sentences_per_s": round(float(np.median(rates)), 1)}  # fmt: skip
+
+    def timer(make: Callable[[], str], size: int) -> Callable[[], float]:
+        def ms() -> float:
+            batch = [make() for _ in range(size)]
+            start = time.perf_counter()
+            encoder.encode(batch)
+            return (time.perf_counter() - start) * 1e3
+
+        return ms
+
+    timers = {(texts, size): timer(make, size) for texts, make in makers.items() for size in args.batch_sizes}
+    for (texts, size), ms in interleaved(timers, args.reps).items():  # a drift in load hits every size alike
+        yield {"row": "encoder", "device": encoder.device, "texts": texts, "batch_size": size,
+               "reps": args.reps, "sentences_per_s": round(size * 1e3 / float(np.median(ms)), 1)}  # fmt: skip
 
 
 def encoder_bound(curve: Sequence[Row], texts: str, batch: float) -> float:
@@ -472,7 +474,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="rotmem serve --retriever: best (BestMemory, its default) and/or temporal (TemporalMemory)",
     )  # fmt: skip
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="encoder curve")
-    parser.add_argument("--reps", type=int, default=7, help="timed batches per size (the median is kept)")
+    parser.add_argument("--reps", type=int, default=15, help="rounds over the sizes (medians kept)")
 
 
 SPEC = Benchmark(
