@@ -42,6 +42,9 @@ constexpr const char* kSchemas[] = {
     "n3(Tensor x, str kind) -> Tensor",
     "n3_backward(Tensor grad, Tensor x, str kind) -> Tensor",
     "inner_products(Tensor vectors, Tensor queries) -> Tensor",  // CPU only: rotmem.index's flat scan
+    "top_inner_products(Tensor vectors, Tensor codes, Tensor scales, Tensor errors, Tensor norms, Tensor queries,"
+    " int k)"
+    " -> (Tensor, Tensor)",  // CPU only: the flat scan's top k through an int8 copy
 };
 }  // namespace
 

@@ -191,9 +191,10 @@ def test_torch_index_on_cuda_keeps_tensors_on_the_device():
 
 @pytest.mark.skipif(not faiss_available(), reason="no faiss")
 def test_small_batches_scan_natively_as_faiss_searches():
-    """A flat CPU search of 2 to SMALL_BATCH - 1 queries on one thread runs rotmem's scan: the ids
-    FAISS's own paths find (2 threads: FAISS's BLAS), each query's result the same in any such batch,
-    equal scores in storage order, and the id cache follows adds and removes."""
+    """A flat CPU search of 1 to SMALL_BATCH - 1 queries on one thread runs rotmem's scan: the ids
+    FAISS's own paths find (2 threads: FAISS's BLAS), each query's result the same alone and in any
+    such batch, equal scores in storage order, and the id cache and the int8 copy follow adds and
+    removes."""
     from rotmem.index.faiss_index import native_scan_available
 
     if not native_scan_available():
@@ -210,6 +211,9 @@ def test_small_batches_scan_natively_as_faiss_searches():
         pair_scores, pair_found = scan.search(queries[j : j + 2], 20)
         np.testing.assert_array_equal(pair_scores, scores[j : j + 2])
         np.testing.assert_array_equal(pair_found, found[j : j + 2])
+        one_scores, one_found = scan.search(queries[j : j + 1], 20)
+        np.testing.assert_array_equal(one_scores, scores[j : j + 1])
+        np.testing.assert_array_equal(one_found, found[j : j + 1])
     twins = FaissIndex(4, device="cpu")
     twins.add([30, 10, 20, 40], np.tile(np.float32([[1, 0, 0, 0]]), (4, 1)))
     np.testing.assert_array_equal(twins.search(np.float32([[1, 0, 0, 0]] * 2), 3)[1], [[30, 10, 20]] * 2)
@@ -217,3 +221,4 @@ def test_small_batches_scan_natively_as_faiss_searches():
     assert not set(found[0, :5]) & set(scan.search(queries[:2], 20)[1][0].tolist())
     scan.add([7], queries[:1] * 10)
     assert scan.search(queries[:2], 1)[1][0, 0] == 7
+    assert scan.search(-queries[:1] * 10, 1)[1][0, 0] != 7

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "inner_products.h"
 #include "isa.h"
 
 #if ROTMEM_X86_ISAS
@@ -51,37 +52,48 @@ inline float lane_sum(const Lanes& v) {
   return s[0];
 }
 
+// One score with the same lanes and order as inner_products_isa.h.
+float dot(const float* row, const float* query, int64_t d) {
+  const int64_t body = d - d % 8;
+  Lanes acc = {};
+  for (int64_t k = 0; k < body; k += 8) {
+    Lanes xk, qk;
+    load(xk, row + k);
+    load(qk, query + k);
+    acc += xk * qk;
+  }
+  float tail = 0.0f;
+  for (int64_t k = body; k < d; ++k) tail += row[k] * query[k];
+  return lane_sum(acc) + tail;
+}
+
 }  // namespace
 
-// The portable scan: the same lanes and order as inner_products_isa.h, one (row, query) at a time.
+// The portable scan, one (row, query) at a time.
 void inner_products(const float* x, int64_t n, int64_t d, const float* q, int64_t b, float* scores) {
-  const int64_t body = d - d % 8;
   for (int64_t r = 0; r < n; ++r) {
-    const float* row = x + r * d;
-    for (int64_t j = 0; j < b; ++j) {
-      const float* query = q + j * d;
-      Lanes acc = {};
-      for (int64_t k = 0; k < body; k += 8) {
-        Lanes xk, qk;
-        load(xk, row + k);
-        load(qk, query + k);
-        acc += xk * qk;
-      }
-      float tail = 0.0f;
-      for (int64_t k = body; k < d; ++k) tail += row[k] * query[k];
-      scores[j * n + r] = lane_sum(acc) + tail;
-    }
+    for (int64_t j = 0; j < b; ++j) scores[j * n + r] = dot(x + r * d, q + j * d, d);
   }
+}
+
+void inner_products_at(const float* x, const int64_t* rows, int64_t m, int64_t d, const float* q, float* scores) {
+  for (int64_t i = 0; i < m; ++i) scores[i] = dot(x + rows[i] * d, q, d);
 }
 
 }  // namespace rotmem::cpu::baseline
 
 namespace rotmem::cpu {
-namespace {
 
-void dispatch(const float* x, int64_t n, int64_t d, const float* q, int64_t b, float* scores) {
+void scan_inner_products(const float* x, int64_t n, int64_t d, const float* q, int64_t b, float* scores) {
   ROTMEM_ISA_DISPATCH(inner_products, x, n, d, q, b, scores)
 }
+
+void scan_inner_products_at(const float* x, const int64_t* rows, int64_t m, int64_t d, const float* q,
+                            float* scores) {
+  ROTMEM_ISA_DISPATCH(inner_products_at, x, rows, m, d, q, scores)
+}
+
+namespace {
 
 at::Tensor inner_products_cpu(const at::Tensor& vectors, const at::Tensor& queries) {
   TORCH_CHECK(vectors.dim() == 2 && queries.dim() == 2,
@@ -96,7 +108,8 @@ at::Tensor inner_products_cpu(const at::Tensor& vectors, const at::Tensor& queri
   const int64_t n = x.size(0), d = x.size(1), b = q.size(0);
   at::Tensor scores = at::empty({b, n}, x.options());
   if (n > 0 && b > 0) {
-    dispatch(x.const_data_ptr<float>(), n, d, q.const_data_ptr<float>(), b, scores.mutable_data_ptr<float>());
+    scan_inner_products(x.const_data_ptr<float>(), n, d, q.const_data_ptr<float>(), b,
+                        scores.mutable_data_ptr<float>());
   }
   return scores;
 }

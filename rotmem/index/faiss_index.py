@@ -30,6 +30,7 @@ from rotmem.index.base import (
     missing_error,
     wrap_results,
 )
+from rotmem.index.int8_rows import Int8Rows
 
 KINDS = ("flat", "ivf")
 SMALL_BATCH = 20  # FAISS's own threshold (distance_compute_blas_threshold) for its non-BLAS path
@@ -76,15 +77,14 @@ class FaissIndex(InnerProductIndex):
     vectors took 72-157 ms with two threads and 16-55 ms with one.
 
     With one thread (the default), ``native_scan`` and rotmem's native extension built, a flat CPU
-    index scans a batch of 2 to ``SMALL_BATCH - 1`` queries (a server's concurrent searches) itself
-    (``rotmem.ops.native.inner_products``: the stored vectors read once for the whole batch, FMA
-    tiles of 4 vectors x 2 queries) and keeps each query's top ``k`` by score, ties in storage order;
-    a query's scores are the same in any such batch. Against FAISS's BLAS path for these batches,
-    on this project's 2-core CPU over 100k vectors of 384 (top 2048, CPU per query): 2 queries 6.4
-    against 13.2 ms, 4: 4.2 against 6.2, 8: 3.9 against 4.8, 16: 2.5 against 2.6
-    (``benchmarks/results/memory_scale.csv``, ``search_batch*``). One query stays on FAISS's
-    per-query scan, which streams the vectors faster than this scan's one-query tiles, so its scores
-    may differ from a batch's in the last bits.
+    index answers a batch of 1 to ``SMALL_BATCH - 1`` queries (one question, or a server's
+    concurrent ones) itself: ``rotmem.ops.native.top_inner_products`` reads an int8 copy of the
+    stored vectors (``rotmem.index.int8_rows``, a quarter of the bytes, kept up to date on ``add``)
+    once for the batch and rescores exactly the few rows the copy cannot rule out. The result is the
+    exact float32 top ``k`` (the scores of ``rotmem.ops.native.inner_products``, equal scores in
+    storage order), the same for a query alone and in any such batch. Timed against FAISS's own
+    paths in ``benchmarks/results/memory_scale.csv`` (``search_batch*``); the copy is built on the
+    first such search (about a second for 100k vectors of 384).
     """
 
     def __init__(
@@ -114,6 +114,7 @@ class FaissIndex(InnerProductIndex):
         self._index = self._new_flat() if kind == "flat" else None
         self._ids: set[int] = set()
         self._id_rows: np.ndarray | None = None  # the flat index's ids in storage order, for the scan
+        self._int8: Int8Rows | None = None  # the flat index's rows as int8, for the scan (kept on add)
         self._gpu_index: Any = None
         self._gpu_resources: Any = None
 
@@ -152,6 +153,8 @@ class FaissIndex(InnerProductIndex):
         self._index.add_with_ids(array, id_array)
         self._ids.update(id_array.tolist())
         self._gpu_index = self._id_rows = None
+        if self._int8 is not None:  # FAISS's flat index appends the new rows
+            self._int8.append(array)
 
     def remove(self, ids: IdsLike) -> int:
         """Delete the vectors of ``ids`` (all must be present); returns how many were removed."""
@@ -162,7 +165,7 @@ class FaissIndex(InnerProductIndex):
         if id_array.size:
             self._index.remove_ids(id_array)
             self._ids.difference_update(id_array.tolist())
-            self._gpu_index = self._id_rows = None
+            self._gpu_index = self._id_rows = self._int8 = None
         return int(id_array.size)
 
     def _searcher(self) -> Any:
@@ -190,7 +193,7 @@ class FaissIndex(InnerProductIndex):
         if self.small_batch_threads is None or q.shape[0] >= SMALL_BATCH or self.use_gpu:
             return self._searcher().search(q, k)
         scans = self.native_scan and self.kind == "flat" and self.small_batch_threads == 1
-        if scans and q.shape[0] > 1 and native_scan_available():
+        if scans and native_scan_available():
             return self._native_scan(q, k)
         previous = self._faiss.omp_get_max_threads()  # a per-thread OpenMP setting: restore it
         self._faiss.omp_set_num_threads(int(self.small_batch_threads))
@@ -204,16 +207,19 @@ class FaissIndex(InnerProductIndex):
 
     def _native_scan(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top ``k`` of every stored vector for ``q [B, dim]`` by rotmem's scan (class docs)."""
-        from rotmem.ops.native import inner_products
+        from rotmem.ops.native import top_inner_products
 
         n = self._index.ntotal
         flat = self._faiss.downcast_index(self._index.index)
         stored = self._faiss.rev_swig_ptr(flat.get_xb(), n * self.dim).reshape(n, self.dim)  # a view
-        scores = inner_products(torch.from_numpy(stored), torch.from_numpy(q)).numpy()
+        if self._int8 is None:
+            self._int8 = Int8Rows(self.dim)
+            self._int8.append(stored)
         if self._id_rows is None:
             self._id_rows = self._faiss.vector_to_array(self._index.id_map)
-        rows = np.stack([top_rows(row, k) for row in scores])
-        return np.take_along_axis(scores, rows, axis=1), self._id_rows[rows]
+        arrays = (stored, *self._int8.arrays(), q)
+        scores, rows = top_inner_products(*(torch.from_numpy(a) for a in arrays), k)
+        return scores.numpy(), self._id_rows[rows.numpy()]
 
     def save(self, path: str) -> None:
         """Write the CPU index with ``faiss.write_index``."""
@@ -237,18 +243,6 @@ class FaissIndex(InnerProductIndex):
             stored = faiss.vector_to_array(cpu_index.id_map)
         index._ids = set(stored.tolist())
         return index
-
-
-def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
-    """The positions of the ``k`` largest of ``scores [n]`` (``k <= n``), best first, equal scores
-    in position order (a stable sort's top ``k``, selected without sorting all ``n``)."""
-    if k < scores.size:
-        kth = np.partition(scores, scores.size - k)[scores.size - k]  # the k-th largest score
-        above = np.flatnonzero(scores > kth)
-        candidates = np.concatenate([above, np.flatnonzero(scores == kth)[: k - above.size]])
-    else:
-        candidates = np.arange(scores.size)
-    return candidates[np.argsort(-scores[candidates], kind="stable")]  # candidates ascend per score
 
 
 @functools.cache

@@ -110,6 +110,19 @@ def inner_products(vectors: torch.Tensor, queries: torch.Tensor) -> torch.Tensor
     return queries @ vectors.t()
 
 
+def top_inner_products(
+    vectors: torch.Tensor, queries: torch.Tensor, k: int, scores: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(scores [B, k'], rows [B, k'])``, ``k' = min(k, N)``: each query's ``k'`` best rows of
+    ``vectors [N, D]``, best first, equal scores in row order (a stable sort's first ``k'``), from
+    ``scores [B, N]`` when given (e.g. ``rotmem.ops.native.inner_products``, whose bits
+    ``rotmem.ops.native.top_inner_products`` reproduces), else ``inner_products``."""
+    scores = inner_products(vectors, queries) if scores is None else scores
+    k = min(int(k), vectors.shape[0])
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :k]
+    return torch.gather(scores, 1, order), order
+
+
 def cross_entropy_all(
     q: torch.Tensor, entity: torch.Tensor, target: torch.Tensor, reduction: str = "mean"
 ) -> torch.Tensor:

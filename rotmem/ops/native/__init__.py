@@ -42,6 +42,7 @@ from rotmem.ops.native._extension import (
 from rotmem.ops.native.cross_entropy import cross_entropy_tiled
 from rotmem.ops.native.inner_products import inner_products, inner_products_fake
 from rotmem.ops.native.rank_counts import filtered_rank_counts_tiled
+from rotmem.ops.native.top_inner_products import top_inner_products, top_inner_products_fake
 
 if LOADED:
     # The fakes and autograd formulas of ``rotmem.ops.registry``, registered from here: torch checks
@@ -51,6 +52,7 @@ if LOADED:
         torch.library.register_fake(LIB + _name, _fake)
     registry.register_autograd("native")
     torch.library.register_fake(LIB + "inner_products", inner_products_fake)  # a search: no gradient
+    torch.library.register_fake(LIB + "top_inner_products", top_inner_products_fake)
 
 # One function per op of ``rotmem.ops.registry.OPS`` (``score_all``: the reference's dense product).
 globals().update(registry.functions("native"))
@@ -65,6 +67,7 @@ __all__ = [
     "is_available",
     "set_cpu_isa",
     "supported_cpu_isas",
+    "top_inner_products",
     "unavailable_reason",
     *registry.NAMES,
 ]
