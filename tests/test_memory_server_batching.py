@@ -101,3 +101,42 @@ def test_a_batcher_refuses_a_run_that_loses_results():
     batcher = Batcher(lambda items: items[:-1])
     with pytest.raises(RuntimeError, match="a batch of 2 items got 1 results"):
         batcher.submit([1, 2])
+
+
+def test_items_released_together_by_the_encoder_run_as_one_batch():
+    """Searches whose questions shared an encoder batch are announced (``on_done`` -> ``expect``)
+    before their threads wake, so the first to arrive waits for the rest instead of running alone."""
+    searches: Batcher[int, int] = Batcher(lambda items: [item * 10 for item in items])
+    encoder = ServiceEncoder(SlowEncoder())
+    results: dict[int, int] = {}
+    start = threading.Barrier(6)
+
+    def search(i: int) -> None:
+        start.wait()
+        encoder.encode([f"question {i}"], on_done=lambda: searches.expect(1))
+        time.sleep(0.0005 * i)  # the woken threads reach the next stage one after another
+        [results[i]] = searches.submit([i], expected=True)
+
+    threads = [threading.Thread(target=search, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert results == {i: i * 10 for i in range(6)}
+    sizes = encoder.batch_sizes()
+    assert sum(size * n for size, n in sizes.items()) == 6
+    # one search batch per encoder batch: none of them split by the order the threads woke in
+    assert searches.batch_sizes() == sizes
+
+
+def test_an_announced_item_that_never_comes_delays_a_batch_by_at_most_linger():
+    batcher: Batcher[int, int] = Batcher(lambda items: items, linger=0.05)
+    batcher.expect(1)
+    start = time.perf_counter()
+    assert list(batcher.submit([7])) == [7]
+    waited = time.perf_counter() - start
+    assert 0.04 <= waited < 1.0
+    batcher.expect(-1)
+    start = time.perf_counter()
+    assert list(batcher.submit([8])) == [8]
+    assert time.perf_counter() - start < 0.04

@@ -7,6 +7,14 @@ it hands the lead to the oldest waiting call, so no caller waits for more than t
 and its own. A model or a flat index scan costs about as much for 16 inputs as for one, so under
 load the cost per call falls with the queue.
 
+Calls that another stage has just released together (a server's searches, woken at once when
+their questions' shared encoder batch ends) reach ``submit`` one thread at a time; the first would
+run alone and the rest wait for it. So ``submit(items, on_done=...)`` calls ``on_done()`` in the
+leader's thread once the call's results are ready, before any caller wakes, and a next stage's
+``expect(n)`` there announces the ``n`` items on their way (``submit(..., expected=True)``
+withdraws them): a leader waits for the announced items, at most ``linger`` seconds, before it
+takes its batch.
+
 ``ServiceEncoder(inner)`` has ``inner``'s ``name`` (so stored vectors still match) and:
 
 - ``encode(texts)``: the vectors of ``texts`` (``[n, D]``), through a ``Batcher`` over
@@ -38,6 +46,7 @@ class _Call:
         self.items = items
         self.results: Sequence | None = None
         self.error: BaseException | None = None
+        self.on_done: Callable[[], None] | None = None
         self.lead = False
         self.wake = threading.Event()
 
@@ -48,13 +57,18 @@ class Batcher(Generic[Item, Result]):
     Args:
         run: ``run(items) -> results`` (a sequence with one result per item, sliceable).
         max_batch: the most items in one batch (a call with more still runs, alone).
+        linger: the longest a leader waits for announced items (``expect``), in seconds.
     """
 
-    def __init__(self, run: Callable[[list[Item]], Sequence[Result]], max_batch: int = 64):
-        self.run, self.max_batch = run, int(max_batch)
+    def __init__(
+        self, run: Callable[[list[Item]], Sequence[Result]], max_batch: int = 64, linger: float = 0.005
+    ):
+        self.run, self.max_batch, self.linger = run, int(max_batch), float(linger)
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._queue: list[_Call] = []
         self._running = False
+        self._expected = 0  # items announced by ``expect`` and not yet submitted
         self._sizes: Counter[int] = Counter()
 
     def batch_sizes(self) -> dict[int, int]:
@@ -62,11 +76,24 @@ class Batcher(Generic[Item, Result]):
         with self._lock:
             return dict(self._sizes)
 
-    def submit(self, items: Sequence[Item]) -> Sequence[Result]:
-        """The results of ``items`` (``run``'s exception, if it raised for their batch)."""
+    def expect(self, count: int) -> None:
+        """Announce ``count`` items that will be submitted with ``expected=True`` (negative: withdraw)."""
+        with self._lock:
+            self._expected += count
+
+    def submit(
+        self, items: Sequence[Item], on_done: Callable[[], None] | None = None, expected: bool = False
+    ) -> Sequence[Result]:
+        """The results of ``items`` (``run``'s exception, if it raised for their batch). ``on_done``:
+        called by the leader when the results are ready, before any caller of the batch wakes;
+        ``expected``: the items were announced by ``expect`` (module docs)."""
         call = _Call(list(items))
+        call.on_done = on_done
         with self._lock:
             self._queue.append(call)
+            if expected:
+                self._expected -= len(call.items)
+                self._arrived.notify_all()
             if not self._running:
                 self._running = call.lead = True
         while True:
@@ -82,8 +109,10 @@ class Batcher(Generic[Item, Result]):
         return call.results
 
     def _run_batch(self) -> None:
-        """As the leader: run the queued calls (up to ``max_batch`` items), then pass the lead on."""
+        """As the leader: wait for the announced items (at most ``linger``), run the queued calls (up to
+        ``max_batch`` items), then pass the lead on."""
         with self._lock:
+            self._arrived.wait_for(lambda: self._expected <= 0, timeout=self.linger)
             batch, size = [], 0
             while self._queue and (not batch or size + len(self._queue[0].items) <= self.max_batch):
                 call = self._queue.pop(0)
@@ -98,6 +127,9 @@ class Batcher(Generic[Item, Result]):
             for call in batch:
                 call.results = results[start : start + len(call.items)]
                 start += len(call.items)
+            for call in batch:
+                if call.on_done is not None:
+                    call.on_done()
         except BaseException as error:  # every caller in the batch gets it
             for call in batch:
                 call.error = error
@@ -129,12 +161,15 @@ class ServiceEncoder:
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self.inner.encode(texts), dtype=np.float32)
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """``[len(texts), D]``: prepared texts from this thread's ``prepared`` table, others batched."""
+    def encode(self, texts: list[str], on_done: Callable[[], None] | None = None) -> np.ndarray:
+        """``[len(texts), D]``: prepared texts from this thread's ``prepared`` table, others batched;
+        ``on_done`` as ``Batcher.submit``'s (called once the vectors are ready)."""
         texts = list(texts)
         table = getattr(self._prepared, "table", None)
         if not table or not all(text in table for text in texts):
-            return np.asarray(self._batcher.submit(texts))
+            return np.asarray(self._batcher.submit(texts, on_done))
+        if on_done is not None:
+            on_done()
         return np.stack([table[text] for text in texts]) if texts else np.zeros((0, 0), np.float32)
 
     @contextmanager

@@ -179,8 +179,9 @@ class MemoryPool:
         tenant = self._tenant(namespace, create=False)
         if tenant is None:
             return SearchResult([], None)
-        vector = self.encoder.encode([question])[0]
-        [result] = tenant.searches.submit([(query, vector)])
+        # announced to the namespace's batch when the encoder's batch ends (``Batcher`` docs)
+        vector = self.encoder.encode([question], on_done=lambda: tenant.searches.expect(1))[0]
+        [result] = tenant.searches.submit([(query, vector)], expected=True)
         if isinstance(result, ValueError):
             raise result
         return result
