@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from benchmarks.memory_common import load_average, p, unit_vectors
 from benchmarks.memory_common import main as run_main
@@ -21,6 +22,7 @@ from benchmarks.runner import Benchmark, Row
 from rotmem.index import faiss_available
 from rotmem.memory import CachedEncoder, HashingEncoder, SentenceEncoder, Session, TEMStore
 from rotmem.memory.retrieval.hybrid import POOL
+from rotmem.ops import native
 
 RELATIONS = ("lives in", "works as", "works for", "drinks", "likes", "owns", "moved to", "plays")
 
@@ -47,6 +49,19 @@ def timed(run, samples: int) -> tuple[list[float], list[float]]:
         wall.append((time.perf_counter() - start) * 1e3)
         cpu.append((time.process_time() - start_cpu) * 1e3)
     return wall, cpu
+
+
+def float32_scan_rows(store: TEMStore, queries: np.ndarray, row) -> Iterator[Row]:
+    """``rotmem.ops.native.inner_products`` alone over the store's vectors: the exact float32 scan
+    that the index's int8 copy replaces, without even selecting the top k (a lower bound of its cost)."""
+    if not native.is_available("cpu"):
+        return
+    vectors = torch.from_numpy(np.ascontiguousarray(store.fact_vectors()[1], dtype=np.float32))
+    for b in (1, 2, 4, 8, 16):
+        scan = lambda i, b=b: native.inner_products(vectors, torch.from_numpy(queries[i * b : (i + 1) * b]))
+        ms = p(timed(scan, len(queries) // b)[1], 50) / b
+        note = f"the float32 scan alone (no top k) for {b} questions at once, CPU per question"
+        yield row(f"scan_float32_batch{b}_cpu_p50_ms", ms, "ms", "inner_products", "1", note)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,11 +125,13 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
                 note = f"k={args.k}, embedding excluded; {load_average()}"
                 yield from percentiles("retrieve", wall, cpu, backend, threads, note)
                 index = store.index()
-                for b in (2, 4, 8, 16):  # the hybrid's dense pool for a server's batch of questions
+                for b in (1, 2, 4, 8, 16):  # the hybrid's dense pool for a server's batch of questions
                     search = lambda i, b=b, index=index: index.search(queries[i * b : (i + 1) * b], POOL)
                     ms = p(timed(search, len(queries) // b)[1], 50) / b
                     note = f"top {POOL} for {b} questions at once, CPU per question"
                     yield row(f"search_batch{b}_cpu_p50_ms", ms, "ms", backend, threads, note)
+                if threads == "1, scan":  # what the int8 copy saves: reading the float32 vectors
+                    yield from float32_scan_rows(store, queries, row)
     if not args.no_minilm:
         minilm = SentenceEncoder()
         minilm.encode(["warm-up question"])

@@ -103,12 +103,18 @@ double kth_largest(double* values, int64_t size, int64_t k) {
   return values[size - k];
 }
 
+// A rescored row.
+struct Scored {
+  float score;
+  int64_t row;
+};
+
 // Scratch space of one query's search, reused across the batch.
 struct Scratch {
   std::vector<double> lows;
   std::vector<int64_t> rows;
   std::vector<float> exact;
-  std::vector<int64_t> order;
+  std::vector<Scored> best;
 };
 
 // Steps 3 and 4 for one query (k <= n).
@@ -143,15 +149,16 @@ void top_k_of_query(const float* x, const double* slack, const float* estimate, 
   std::vector<float>& exact = scratch.exact;
   exact.resize(m);
   scan_inner_products_at(x, rows.data(), m, d, q, exact.data());
-  std::vector<int64_t>& order = scratch.order;
-  order.resize(m);
-  for (int64_t i = 0; i < m; ++i) order[i] = i;
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
-    return exact[a] > exact[b] || (exact[a] == exact[b] && a < b);  // rows ascend with the index
+  std::vector<Scored>& best = scratch.best;
+  best.resize(m);
+  for (int64_t i = 0; i < m; ++i) best[i] = {exact[i], rows[i]};
+  // all m sorted (introsort): with k most of m, faster than a partial (heap) sort
+  std::sort(best.begin(), best.end(), [](const Scored& a, const Scored& b) {
+    return a.score > b.score || (a.score == b.score && a.row < b.row);
   });
   for (int64_t i = 0; i < k; ++i) {
-    out_scores[i] = exact[order[i]];
-    out_rows[i] = rows[order[i]];
+    out_scores[i] = best[i].score;
+    out_rows[i] = best[i].row;
   }
 }
 
