@@ -256,6 +256,8 @@ class BestMemory:
             places[self.memory.store.version_group(candidate.record)].append(place)
         out = list(ordered)
         for group in places.values():
+            if len(group) == 1:  # most groups: one version, nothing to move
+                continue
             members = sorted((ordered[p] for p in group), key=lambda c: c.record.historical)
             for place, member in zip(group, members, strict=True):
                 out[place] = member
