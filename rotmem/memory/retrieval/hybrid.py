@@ -431,7 +431,9 @@ class HybridRetriever:
             self._check(question, k)
         out = []
         for scores in self.scores_many(questions, vectors, nows):
-            out.append([self._hit(int(u), float(scores[u])) for u in self._top_units(scores, k)])
+            top = self._top_units(scores, k)
+            hits = zip(top.tolist(), scores[top].tolist(), strict=True)
+            out.append([self._hit(u, score) for u, score in hits])
         return out
 
     def _top(self, scores: np.ndarray, k: int) -> list[Evidence]:
@@ -441,8 +443,9 @@ class HybridRetriever:
     def _top_units(self, scores: np.ndarray, k: int) -> np.ndarray:
         """The ``k`` best units, ties in unit order (a stable sort's top ``k``, without sorting all:
         most units sit at the lowest score, so the selection runs over those above it)."""
-        candidates = np.arange(scores.size)
-        if scores.size > k:
+        if scores.size <= k:
+            candidates = np.arange(scores.size)
+        else:
             lowest = scores.min()
             above = np.nonzero(scores > lowest)[0]
             if above.size >= k:
@@ -463,7 +466,7 @@ class HybridRetriever:
         )
 
     def _hit(self, u: int, score: float) -> UnitHit:
-        return UnitHit(tuple(self._records[i] for i in self._unit_records[u]), score)
+        return UnitHit(tuple([self._records[i] for i in self._unit_records[u]]), score)
 
     def _evidence(self, u: int, score: float) -> Evidence:
         source, session_id, session_index = self._unit_key[u]
