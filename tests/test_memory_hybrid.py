@@ -134,3 +134,17 @@ def test_sparse_bm25_scores_are_the_nonzero_scores():
         positions, values = index.sparse_scores(query)
         assert positions.tolist() == np.flatnonzero(scores).tolist()
         assert values.dtype == np.float32 and np.array_equal(values, scores[positions])
+
+
+def test_times_are_the_memorys_as_the_store_grows():
+    """``times`` (kept with the tables) gives what ``TemporalMemory.times`` reads, for facts added
+    after the tables were built and for facts the tables do not hold yet (read from the memory)."""
+    memory = _memory()
+    retriever = HybridRetriever(memory)
+    retriever.refresh()
+    memory.add_session("s3", [("Cy", "visited", "Rome", "2023-07-01")], date="2023-07-02", turns=[])
+    newest = memory.store.records()[-1].id
+    assert retriever.times([newest]) == memory.times([newest])  # not in the tables: from the memory
+    retriever.refresh()
+    ids = [r.id for r in memory.store.records()] + [10**6]
+    assert retriever.times(ids) == memory.times(ids) and len(memory.times(ids)) == len(ids) - 1

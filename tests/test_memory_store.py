@@ -296,3 +296,20 @@ def test_fact_ids_give_the_record_of_every_input_fact_none_is_dropped(store):
         ("cook", True),
         ("jazz", True),
     ]
+
+
+def test_group_keys_are_kept_up_to_a_bound(monkeypatch):
+    """``group_key`` keeps what it computed (the same keys), started afresh past ``GROUP_KEYS_KEPT``."""
+    import rotmem.memory.tem.store as store_module
+
+    monkeypatch.setattr(store_module, "GROUP_KEYS_KEPT", 2)
+    with TEMStore(encoder=HashingEncoder(16)) as store:
+        pairs = [
+            ("The  User", "lives in"),
+            ("the user", "Moved_To"),
+            ("Ann", "likes"),
+            ("The  User", "lives in"),
+        ]
+        keys = [store.group_key(subject, relation) for subject, relation in pairs]
+        assert keys[0] == keys[1] == keys[3] == "the user\x1fresidence" and keys[2] == "ann\x1flikes"
+        assert len(store._group_keys) <= 2

@@ -220,7 +220,7 @@ class BestMemory:
         records = [r for r, _ in seen.values()]
         if not records:
             return []
-        times = self.memory.times([r.id for r in records])
+        times = self.hybrid.times([r.id for r in records])
         taus = self.memory._taus_at(records, tq, now_day, times)
         kge = (
             self.memory.temporal_scores(records, taus) if self.rerank and self.beta else [None] * len(records)
@@ -238,7 +238,7 @@ class BestMemory:
             ordered = self._current_first(ordered)
         streams = dict(zip(seen, zip(kge, taus, strict=True), strict=True))
         added = [c.record.id for c in ordered[:k] if c.record.id not in times]  # completed slot facts
-        times.update(self.memory.times(added) if added else {})
+        times.update(self.hybrid.times(added) if added else {})
         out = []
         for c in ordered[:k]:
             g, tau = streams.get(c.record.id, (None, None))
@@ -256,6 +256,8 @@ class BestMemory:
             places[self.memory.store.version_group(candidate.record)].append(place)
         out = list(ordered)
         for group in places.values():
+            if len(group) == 1:  # most groups: one version, nothing to move
+                continue
             members = sorted((ordered[p] for p in group), key=lambda c: c.record.historical)
             for place, member in zip(group, members, strict=True):
                 out[place] = member
@@ -285,7 +287,7 @@ class BestMemory:
         records = self.memory.store.records_by_id(ids) if ids else {}
         if obj is not None and subject is not None:
             records = {i: r for i, r in records.items() if r.object == obj}
-        times = self.memory.times(list(records)) if records else {}
+        times = self.hybrid.times(list(records)) if records else {}
         return [Candidate(r, times[i][0] if i in times else None, score) for i, r in records.items()]
 
     def _event_day(self, constraint: TimeConstraint, now_day: float) -> float | None:
@@ -294,7 +296,7 @@ class BestMemory:
             return None
         for unit in self.hybrid.ranked(constraint.anchor, 1, now=now_day):
             ids = [r.id for r in unit.records]
-            times = self.memory.times(ids) if ids else {}
+            times = self.hybrid.times(ids) if ids else {}
             days = [times[i][0] for i in ids if i in times]
             if days:
                 return days[0]

@@ -165,6 +165,7 @@ class HybridRetriever:
         self._records: list[Record] = []
         self._turns: list[Passage] = []
         self._fact_position = np.full(1, -1, dtype=np.int64)  # record id -> position in _records
+        self._fact_times: dict[int, tuple[float, float]] = {}  # record id -> (t_happen, t_obs), if timed
         self._turn_position = np.full(1, -1, dtype=np.int64)  # passage id -> position in _turns
         self._unit_of: dict[object, int] = {}
         self._unit_turns: list[int] = []  # position in ``_turns`` or -1
@@ -270,6 +271,7 @@ class HybridRetriever:
         self._has_time = np.concatenate([self._has_time, np.zeros(len(self._unit_turn) - old, dtype=bool)])
         ids = [self._records[i].id for u in units for i in self._unit_records[u]]
         times = self.memory.times(ids) if self.memory is not None and ids else {}
+        self._fact_times.update(times)
         new_days: list[tuple[int, float]] = []
         for u in units:
             facts = [self._records[i] for i in self._unit_records[u]]
@@ -282,6 +284,21 @@ class HybridRetriever:
             new_days += [(u, day) for day in sorted(days - self._unit_days[u])]
             self._unit_days[u] |= days
         self._day_pairs = np.concatenate([self._day_pairs, np.asarray(new_days, np.float64).reshape(-1, 2)])
+
+    def times(self, ids: Sequence[int]) -> dict[int, tuple[float, float]]:
+        """``TemporalMemory.times`` of the facts ``ids``: for those the tables hold, the times read
+        when they were added (a fact's times are written with it and never change); the others'
+        from the memory."""
+        known = self._fact_times
+        out = {i: known[i] for i in ids if i in known}
+        unread = [i for i in ids if i not in known and not self._holds(i)]
+        if unread and self.memory is not None:
+            out.update(self.memory.times(unread))
+        return out
+
+    def _holds(self, record_id: int) -> bool:
+        """Whether the fact ``record_id`` is in the tables."""
+        return 0 <= record_id < len(self._fact_position) and self._fact_position[record_id] >= 0
 
     # --- scores -----------------------------------------------------------------------------
     def _dense(
@@ -414,7 +431,9 @@ class HybridRetriever:
             self._check(question, k)
         out = []
         for scores in self.scores_many(questions, vectors, nows):
-            out.append([self._hit(int(u), float(scores[u])) for u in self._top_units(scores, k)])
+            top = self._top_units(scores, k)
+            hits = zip(top.tolist(), scores[top].tolist(), strict=True)
+            out.append([self._hit(u, score) for u, score in hits])
         return out
 
     def _top(self, scores: np.ndarray, k: int) -> list[Evidence]:
@@ -424,8 +443,9 @@ class HybridRetriever:
     def _top_units(self, scores: np.ndarray, k: int) -> np.ndarray:
         """The ``k`` best units, ties in unit order (a stable sort's top ``k``, without sorting all:
         most units sit at the lowest score, so the selection runs over those above it)."""
-        candidates = np.arange(scores.size)
-        if scores.size > k:
+        if scores.size <= k:
+            candidates = np.arange(scores.size)
+        else:
             lowest = scores.min()
             above = np.nonzero(scores > lowest)[0]
             if above.size >= k:
@@ -446,7 +466,7 @@ class HybridRetriever:
         )
 
     def _hit(self, u: int, score: float) -> UnitHit:
-        return UnitHit(tuple(self._records[i] for i in self._unit_records[u]), score)
+        return UnitHit(tuple([self._records[i] for i in self._unit_records[u]]), score)
 
     def _evidence(self, u: int, score: float) -> Evidence:
         source, session_id, session_index = self._unit_key[u]

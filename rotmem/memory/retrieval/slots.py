@@ -32,8 +32,9 @@ _SUBJECT_BEFORE = re.compile(
 )
 
 
-def _matches(name: str, text: str) -> list[tuple[int, int]]:
-    if not name or name.lower() not in text.lower():  # most candidates' names: no pattern to compile
+def _matches(name: str, text: str, lowered: str) -> list[tuple[int, int]]:
+    """The spans of ``name`` as whole words in ``text`` (case-insensitive); ``lowered``: ``text.lower()``."""
+    if not name or name.lower() not in lowered:  # most candidates' names: no pattern to compile
         return []
     return [m.span() for m in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE)]
 
@@ -56,16 +57,31 @@ class Naming:
 
     def __init__(self, text: str, names: Iterable[str] = ()):
         self.text = text
-        self._spans: dict[str, list[tuple[int, int]]] = {}
+        self._lowered = text.lower()
+        self._seen: set[str] = set()  # every name considered
+        self._spans: dict[str, list[tuple[int, int]]] = {}  # the names that occur in the text: their spans
+        self.named: dict[str, tuple[int, int]] = {}  # name -> its first span not inside a longer one
+        self._words: set[str] = set()
+        self._read_names()
         self.add(names)
 
     def add(self, names: Iterable[str]) -> None:
         """Consider ``names`` too (candidates' subjects and objects)."""
+        found = False
         for name in names:
-            if name not in self._spans:
-                self._spans[name] = _matches(name, self.text)
+            if name not in self._seen:
+                self._seen.add(name)
+                spans = _matches(name, self.text, self._lowered)
+                if spans:
+                    self._spans[name] = spans
+                    found = True
+        if found:
+            self._read_names()
+
+    def _read_names(self) -> None:
+        """``named`` and the question's words outside the named entities, from the names found."""
         found = [(n, s) for n, spans in self._spans.items() for s in spans]
-        self.named: dict[str, tuple[int, int]] = {}  # name -> its first span not inside a longer one
+        self.named = {}
         for name, spans in self._spans.items():
             free = [s for s in spans if not any(_inside(s, t) and len(o) > len(name) for o, t in found)]
             if free:

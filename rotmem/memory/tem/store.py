@@ -69,6 +69,7 @@ from rotmem.memory.tem.tense import present_order
 from rotmem.memory.tem.verification import SessionText
 
 GROUP_SEPARATOR = "\x1f"
+GROUP_KEYS_KEPT = 1 << 17  # group keys ``group_key`` keeps computed (all dropped when full)
 
 
 def fact_text(subject: str, relation: str, obj: str) -> str:
@@ -132,6 +133,7 @@ class TEMStore:
         )
         self.verify, self.batch_size = bool(verify), int(batch_size)
         self.embedding_cache = EmbeddingCache(embedding_cache)
+        self._group_keys: dict[tuple[str, str], str] = {}  # (subject, relation) -> group_key's answer
         self.indexes = KindIndexes(self.weights.weight, index_backend, index_device, index_options)
         self.db = open_database(self.path, synchronous=synchronous, read_only=read_only, namespace=namespace)
         try:
@@ -188,8 +190,16 @@ class TEMStore:
         return added
 
     def group_key(self, subject: str, relation: str) -> str:
-        """The version-group key of ``(subject, relation)`` (see the module docs)."""
-        return f"{normalise_subject(subject)}{GROUP_SEPARATOR}{self.weights.group_relation(relation)}"
+        """The version-group key of ``(subject, relation)`` (see the module docs), kept for the next
+        calls (a key depends only on the two and ``weights``; at most ``GROUP_KEYS_KEPT``, then
+        started afresh)."""
+        key = self._group_keys.get((subject, relation))
+        if key is None:
+            if len(self._group_keys) >= GROUP_KEYS_KEPT:
+                self._group_keys.clear()
+            key = f"{normalise_subject(subject)}{GROUP_SEPARATOR}{self.weights.group_relation(relation)}"
+            self._group_keys[(subject, relation)] = key
+        return key
 
     # --- writes -----------------------------------------------------------------------------
     def add_session(
