@@ -40,21 +40,41 @@ def tokenize(text: str, stopwords: frozenset[str] = frozenset()) -> list[str]:
     return [t for t in _TOKEN.findall(text.lower()) if t not in stopwords]
 
 
+class _Growing:
+    """A NumPy array appended to one value at a time: the capacity doubles, so appends cost
+    amortised O(1) and ``values`` is a view, never a copy."""
+
+    def __init__(self, dtype: type):
+        self._data = np.zeros(4, dtype=dtype)
+        self.size = 0
+
+    def append(self, value: float) -> None:
+        if self.size == len(self._data):
+            grown = np.zeros(2 * len(self._data), dtype=self._data.dtype)
+            grown[: self.size] = self._data
+            self._data = grown
+        self._data[self.size] = value
+        self.size += 1
+
+    @property
+    def values(self) -> np.ndarray:
+        return self._data[: self.size]
+
+
 class LexicalIndex:
     """BM25 (module docs) over a list of texts that ``add`` extends."""
 
     def __init__(self, texts: Sequence[str] = (), k1: float = K1, b: float = B):
         self._stopwords = english_stopwords()
         self.k1, self.b = float(k1), float(b)
-        self._postings: dict[str, tuple[list[int], list[int]]] = {}  # token -> (texts, counts)
-        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # the postings as arrays, cached
-        self._lengths: list[int] = []
+        self._postings: dict[str, tuple[_Growing, _Growing]] = {}  # token -> (texts, counts)
+        self._lengths = _Growing(np.float64)
         self._norm: np.ndarray | None = None  # k1 · (1 − b + b · |d| / avgdl) per text, until ``add``
         self.add(texts)
 
     @property
     def size(self) -> int:
-        return len(self._lengths)
+        return self._lengths.size
 
     def add(self, texts: Iterable[str]) -> None:
         """Append ``texts`` (their positions continue from ``len(self)``)."""
@@ -63,20 +83,15 @@ class LexicalIndex:
             counts: dict[str, int] = {}
             for token in tokens:
                 counts[token] = counts.get(token, 0) + 1
-            position = len(self._lengths)
+            position = self.size
             for token, count in counts.items():
-                texts_of, counts_of = self._postings.setdefault(token, ([], []))
+                if token not in self._postings:
+                    self._postings[token] = _Growing(np.int64), _Growing(np.float64)
+                texts_of, counts_of = self._postings[token]
                 texts_of.append(position)
                 counts_of.append(count)
-                self._arrays.pop(token, None)
             self._lengths.append(len(tokens))
         self._norm = None  # N and avgdl have changed
-
-    def _posting(self, token: str) -> tuple[np.ndarray, np.ndarray]:
-        if token not in self._arrays:
-            texts_of, counts_of = self._postings[token]
-            self._arrays[token] = np.asarray(texts_of, np.int64), np.asarray(counts_of, np.float64)
-        return self._arrays[token]
 
     def scores(self, query: str) -> np.ndarray:
         """``[len(texts)]`` float32 BM25 scores of every text for ``query``."""
@@ -96,10 +111,10 @@ class LexicalIndex:
         out, hit = np.zeros(n, dtype=np.float64), np.zeros(n, dtype=bool)
         tokens = [t for t in tokenize(query, self._stopwords) if t in self._postings]
         if tokens and self._norm is None:
-            lengths = np.asarray(self._lengths, dtype=np.float64)
+            lengths = self._lengths.values
             self._norm = self.k1 * ((1 - self.b) + self.b * lengths / lengths.mean())
         for token in tokens:
-            texts, counts = self._posting(token)
+            texts, counts = (growing.values for growing in self._postings[token])
             idf = np.log(1 + (n - len(texts) + 0.5) / (len(texts) + 0.5))
             out[texts] += idf * counts / (counts + self._norm[texts])
             hit[texts] = True
