@@ -41,5 +41,6 @@ PYTHONPATH="$WORK" "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not s
     tests/ops/test_cross_entropy_all.py tests/ops/test_linear_cross_entropy.py tests/ops/test_n3.py \
     tests/ops/test_rank_counts.py tests/ops/test_score_all.py tests/ops/test_id_ranges.py \
     tests/ops/test_compile.py::test_native_compiled_step_equals_eager tests/ops/test_compiled_backend.py \
-    tests/ops/test_cross_entropy_all_biased.py
+    tests/ops/test_cross_entropy_all_biased.py tests/ops/test_inner_products.py \
+    tests/ops/test_top_inner_products.py
 echo "op tests on torch $TORCH in $((SECONDS - start)) s"
