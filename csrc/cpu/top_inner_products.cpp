@@ -25,13 +25,18 @@
 //    best kept by score, equal scores in row order: what a stable sort of the full scan gives.
 //
 // Q = min(32767, floor((2^31 - 1) / (127 D))): the dot product of 127s and Qs fits in int32.
-// Rows must be finite (the index checks its vectors); the queries are checked here.
+// Far from float32's range the bound needs care: each margin also gets 1e-35 (the estimate's
+// product s_r t may round in the subnormal range: at most 2^-118 off), an estimate that is not
+// finite makes its row a candidate, and a query whose largest |q_k| is below 2^-100 (t subnormal)
+// is rescored against every row. The scores themselves must be finite: rows and queries finite
+// (the index checks its vectors; the queries and norms are checked here) and |q| |x_r| < FLT_MAX.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "inner_products.h"
@@ -70,6 +75,7 @@ namespace rotmem::cpu {
 namespace {
 
 constexpr double kUnit = 1.0 / (1 << 24);  // float32 unit roundoff
+constexpr double kAbsolute = 1e-35;        // added to every margin (the file's comment)
 
 double gamma(int64_t m) { return m * kUnit / (1.0 - m * kUnit); }
 
@@ -81,13 +87,19 @@ void estimate_all(const int8_t* codes, const float* scales, int64_t n, int64_t d
   ROTMEM_ISA_DISPATCH(int8_rows::estimate, codes, scales, n, d, q, query_scales, b, estimate)
 }
 
-// Step 1 for one query: its int16 codes and scale t; returns |q| rounded up a little.
+// Step 1 for one query: its int16 codes and scale t; returns |q| rounded up a little, or infinity
+// when the query is too small to code (every row is then rescored).
 double code_query(const float* q, int64_t d, int64_t limit, int16_t* codes, float* scale) {
   float largest = 0.0f;
   double sum = 0.0;
   for (int64_t k = 0; k < d; ++k) {
     largest = std::max(largest, std::fabs(q[k]));
     sum += static_cast<double>(q[k]) * q[k];
+  }
+  if (largest < 0x1p-100f) {
+    std::fill(codes, codes + d, int16_t{0});
+    *scale = 0.0f;
+    return std::numeric_limits<double>::infinity();
   }
   *scale = largest / static_cast<float>(limit);
   for (int64_t k = 0; k < d; ++k) {
@@ -121,7 +133,15 @@ struct Scratch {
 void top_k_of_query(const float* x, const double* slack, const float* estimate, int64_t n, int64_t d,
                     const float* q, double norm, int64_t k, float* out_scores, int64_t* out_rows,
                     Scratch& scratch) {
-  auto low = [&](int64_t r) { return static_cast<double>(estimate[r]) - norm * slack[r]; };
+  // the bounds of row r's exact score (step 3); NaN (an estimate that is not finite) counts as
+  // -infinity below and +infinity above
+  auto low = [&](int64_t r) {
+    const double value = static_cast<double>(estimate[r]) - (norm * slack[r] + kAbsolute);
+    return std::isnan(value) ? -std::numeric_limits<double>::infinity() : value;
+  };
+  auto below = [&](int64_t r, double threshold) {  // the upper bound is below threshold
+    return static_cast<double>(estimate[r]) + (norm * slack[r] + kAbsolute) < threshold;
+  };
   // T in two selections: first a lower bound of it, the k-th largest lower bound of every stride-th
   // row (those rows' k best are k rows of all), then T among the rows at or above that.
   const int64_t stride = std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(static_cast<double>(n) / k)));
@@ -144,7 +164,7 @@ void top_k_of_query(const float* x, const double* slack, const float* estimate, 
   int64_t m = 0;
   for (int64_t r = 0; r < n; ++r) {
     rows[m] = r;
-    m += static_cast<double>(estimate[r]) + norm * slack[r] >= threshold;
+    m += !below(r, threshold);
   }
   std::vector<float>& exact = scratch.exact;
   exact.resize(m);
@@ -183,6 +203,7 @@ std::tuple<at::Tensor, at::Tensor> top_inner_products_cpu(const at::Tensor& vect
   TORCH_CHECK(codes.scalar_type() == at::kChar, op, "int8 codes, got ", codes.scalar_type());
   TORCH_CHECK(k >= 0, op, "k must be >= 0, got ", k);
   TORCH_CHECK(queries.isfinite().all().item<bool>(), op, "queries hold NaN or inf");
+  TORCH_CHECK(norms.isfinite().all().item<bool>(), op, "norms hold NaN or inf (rows too long for float32)");
   k = std::min(k, n);
   const at::Tensor x = vectors.contiguous(), c = codes.contiguous(), q = queries.contiguous();
   const at::Tensor s = scales.contiguous(), e = errors.contiguous(), w = norms.contiguous();

@@ -90,6 +90,16 @@ def test_rows_the_copy_codes_badly(cpu_isa):
     _assert_same(vectors, queries, 100)
 
 
+@pytest.mark.parametrize(
+    "query_scale, row_scale", [(1e-33, 1.0), (1e-25, 1e-10), (1e-3, 1e-30), (1e15, 1e15)]
+)
+def test_magnitudes_far_from_one(cpu_isa, query_scale, row_scale):
+    """Queries too small to code (rescored against every row), estimates whose scale product falls
+    in float32's subnormal range, and large magnitudes: still the exact top k."""
+    vectors, queries = _random(200, 24, 3, seed=8)
+    _assert_same((vectors * row_scale).astype(np.float32), (queries * query_scale).astype(np.float32), 30)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     n=st.integers(1, 80),
@@ -132,6 +142,7 @@ def test_the_copy_bounds_its_error_and_grows_by_appends():
         (lambda a: {**a, "vectors": a["vectors"].double()}, "float32 vectors and queries"),
         (lambda a: {**a, "queries": a["queries"] * float("nan")}, "queries hold NaN or inf"),
         (lambda a: {**a, "k": -1}, "k must be >= 0, got -1"),
+        (lambda a: {**a, "norms": a["norms"] + float("inf")}, "norms hold NaN or inf"),
     ],
 )
 def test_bad_input_is_named(change, message):
