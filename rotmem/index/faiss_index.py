@@ -79,7 +79,8 @@ class FaissIndex(InnerProductIndex):
     With one thread (the default), ``native_scan`` and rotmem's native extension built, a flat CPU
     index answers a batch of 1 to ``SMALL_BATCH - 1`` queries (one question, or a server's
     concurrent ones) itself: ``rotmem.ops.native.top_inner_products`` reads an int8 copy of the
-    stored vectors (``rotmem.index.int8_rows``, a quarter of the bytes, kept up to date on ``add``)
+    stored vectors (``rotmem.index.int8_rows``: a quarter of their bytes, up to half while its arrays
+    double; kept up to date on ``add``)
     once for the batch and rescores exactly the few rows the copy cannot rule out. The result is the
     exact float32 top ``k`` (the scores of ``rotmem.ops.native.inner_products``, equal scores in
     storage order), the same for a query alone and in any such batch. Timed against FAISS's own
