@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rotmem.index.growing import GrowingArray
+
 
 def _rounded_up(values: np.ndarray) -> np.ndarray:
     """float64 ``values`` (>= 0) as the nearest float32 at or above each, with room for the float64
@@ -48,30 +50,24 @@ def _quantise_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 
 class Int8Rows:
     """The int8 copy of a growing set of rows (module docs): ``append`` quantises only the new rows
-    and grows the arrays by doubling, so a store that gains a few rows per write copies nothing."""
-
-    FIELDS = ("codes", "scales", "errors", "norms")
+    and the arrays grow by doubling (``GrowingArray``), so a store that gains a few rows per write
+    copies nothing."""
 
     def __init__(self, dim: int):
         self.dim = int(dim)
-        self._n = 0
-        self._arrays = dict(zip(self.FIELDS, quantise(np.zeros((0, self.dim), np.float32)), strict=True))
+        self._codes = GrowingArray(np.int8, (self.dim,))
+        self._floats = [GrowingArray(np.float32) for _ in range(3)]  # scales, errors, norms
 
     def __len__(self) -> int:
-        return self._n
+        return len(self._codes)
 
     def append(self, vectors: np.ndarray) -> None:
         """Add the copies of ``vectors [m, D]`` (finite float32) after the rows held."""
-        new = dict(zip(self.FIELDS, quantise(vectors), strict=True))
-        end = self._n + len(new["codes"])
-        for name, array in self._arrays.items():
-            if end > len(array):
-                grown = np.zeros((max(end, 2 * len(array)), *array.shape[1:]), dtype=array.dtype)
-                grown[: self._n] = array[: self._n]
-                self._arrays[name] = array = grown
-            array[self._n : end] = new[name]
-        self._n = end
+        codes, *floats = quantise(vectors)
+        self._codes.extend(codes)
+        for array, new in zip(self._floats, floats, strict=True):
+            array.extend(new)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Views of ``(codes [n, D] int8, scales [n], errors [n], norms [n])``."""
-        return tuple(self._arrays[name][: self._n] for name in self.FIELDS)
+        return self._codes.values, *(array.values for array in self._floats)

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from rotmem.index.growing import GrowingArray
+
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 K1, B = 1.5, 0.75
 
@@ -40,35 +42,14 @@ def tokenize(text: str, stopwords: frozenset[str] = frozenset()) -> list[str]:
     return [t for t in _TOKEN.findall(text.lower()) if t not in stopwords]
 
 
-class _Growing:
-    """A NumPy array appended to one value at a time: the capacity doubles, so appends cost
-    amortised O(1) and ``values`` is a view, never a copy."""
-
-    def __init__(self, dtype: type):
-        self._data = np.zeros(4, dtype=dtype)
-        self.size = 0
-
-    def append(self, value: float) -> None:
-        if self.size == len(self._data):
-            grown = np.zeros(2 * len(self._data), dtype=self._data.dtype)
-            grown[: self.size] = self._data
-            self._data = grown
-        self._data[self.size] = value
-        self.size += 1
-
-    @property
-    def values(self) -> np.ndarray:
-        return self._data[: self.size]
-
-
 class LexicalIndex:
     """BM25 (module docs) over a list of texts that ``add`` extends."""
 
     def __init__(self, texts: Sequence[str] = (), k1: float = K1, b: float = B):
         self._stopwords = english_stopwords()
         self.k1, self.b = float(k1), float(b)
-        self._postings: dict[str, tuple[_Growing, _Growing]] = {}  # token -> (texts, counts)
-        self._lengths = _Growing(np.float64)
+        self._postings: dict[str, tuple[GrowingArray, GrowingArray]] = {}  # token -> (texts, counts)
+        self._lengths = GrowingArray(np.float64)
         self._norm: np.ndarray | None = None  # k1 · (1 − b + b · |d| / avgdl) per text, until ``add``
         self.add(texts)
 
@@ -86,7 +67,7 @@ class LexicalIndex:
             position = self.size
             for token, count in counts.items():
                 if token not in self._postings:
-                    self._postings[token] = _Growing(np.int64), _Growing(np.float64)
+                    self._postings[token] = GrowingArray(np.int64), GrowingArray(np.float64)
                 texts_of, counts_of = self._postings[token]
                 texts_of.append(position)
                 counts_of.append(count)
