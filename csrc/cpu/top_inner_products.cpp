@@ -103,7 +103,7 @@ double code_query(const float* q, int64_t d, int64_t limit, int16_t* codes, floa
   }
   *scale = largest / static_cast<float>(limit);
   for (int64_t k = 0; k < d; ++k) {
-    const float code = *scale > 0.0f ? std::nearbyint(q[k] / *scale) : 0.0f;
+    const float code = std::nearbyint(q[k] / *scale);
     codes[k] = static_cast<int16_t>(std::clamp(code, -static_cast<float>(limit), static_cast<float>(limit)));
   }
   return std::sqrt(sum) * (1.0 + 1e-12);
@@ -220,12 +220,12 @@ std::tuple<at::Tensor, at::Tensor> top_inner_products_cpu(const at::Tensor& vect
                                 query_scales.data() + j);
   }
   const double rho = std::sqrt(static_cast<double>(d)) * (0.5 + kUnit * limit) * (1.0 + kUnit) / limit;
-  const double copy_term = rho + gamma(3) * (1.0 + rho);
+  const double copy_term = rho + gamma(3) * (1.0 + rho), exact_term = gamma(d + 1);
   std::vector<double> slack(n);
   const float* error = e.const_data_ptr<float>();
   const float* norm = w.const_data_ptr<float>();
   for (int64_t r = 0; r < n; ++r) {
-    const double bound = error[r] + gamma(d + 1) * norm[r] + copy_term * (norm[r] + static_cast<double>(error[r]));
+    const double bound = error[r] + exact_term * norm[r] + copy_term * (norm[r] + static_cast<double>(error[r]));
     slack[r] = bound * (1.0 + 1e-9);  // the double arithmetic's own rounding
   }
   std::vector<float> estimate(static_cast<size_t>(b * n));
