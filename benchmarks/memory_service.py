@@ -33,6 +33,7 @@ NAMESPACE, CRASH_NAMESPACE = "load", "crash"
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 RETRIEVERS = ("best", "temporal")  # rotmem serve --retriever: BestMemory (the default), or TemporalMemory
 JSON = "application/json"
+MIXED = 0.1  # the share of adds among the requests of the mixed load levels
 ENCODER_THREADS = 1  # the server's --encoder-threads: the 2 cores run the server, the encoder and the clients
 
 
@@ -91,12 +92,13 @@ def encoder_bound(curve: Sequence[Row], texts: str, batch: float) -> float:
 
 def targets(load: list[Row], curve: list[Row], clients: int) -> list[Row]:
     """The rows ``target`` of one backend's load rows at ``clients`` (benchmarks/README.md)."""
-    mixed = next(r for r in load if r["clients"] == clients and r["adds_share"] < 1)
-    adding = next((r for r in load if r["clients"] == clients and r["adds_share"] == 1), None)
-    checks = [
-        ("searches/s vs encoder questions/s", mixed, mixed["searches_per_s"], "question", 0.8, ">="),
-        ("search p99 vs p50", mixed, mixed["search_p99_ms"], None, 3.0, "<="),
-    ]
+    level = {share: r for r in load if r["clients"] == clients for share in [r["adds_share"]]}
+    mixed, searching, adding = level[MIXED], level.get(0.0), level.get(1.0)
+    checks = [("search p99 vs p50", mixed, mixed["search_p99_ms"], None, 3.0, "<=")]
+    if searching is not None:
+        rate, name = searching["searches_per_s"], "search-only searches/s vs encoder questions/s"
+        checks.append((name, searching, rate, "question", 0.8, ">="))
+        checks.append(("search-only p99 vs p50", searching, searching["search_p99_ms"], None, 3.0, "<="))
     if adding is not None:
         checks.append(
             ("add-only facts/s vs encoder facts/s", adding, adding["adds_per_s"], "fact", 0.8, ">=")
@@ -107,7 +109,7 @@ def targets(load: list[Row], curve: list[Row], clients: int) -> list[Row]:
         bound = level["search_p50_ms"] if texts is None else encoder_bound(curve, texts, batch)
         ratio = measured / bound if bound else float("nan")
         rows.append({"row": "target", "backend": mixed["backend"], "encoder": mixed["encoder"],
-                     "retriever": mixed["retriever"],
+                     "retriever": mixed["retriever"], "encoder_max_batch": mixed.get("encoder_max_batch"),
                      "records": mixed["records"], "clients": clients, "adds_share": level["adds_share"],
                      "mean_batch": level["mean_batch"],
                      "target": name, "measured": measured, "bound": round(bound, 1), "ratio": round(ratio, 3),
@@ -178,7 +180,15 @@ def run_prepare(args) -> None:
 class Server:
     """``rotmem serve`` in a subprocess, one key per namespace."""
 
-    def __init__(self, store: str, keys: Path, log: Path, device: str = "auto", retriever: str = "best"):
+    def __init__(
+        self,
+        store: str,
+        keys: Path,
+        log: Path,
+        device: str = "auto",
+        retriever: str = "best",
+        encoder_batch: int | None = None,
+    ):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -186,6 +196,8 @@ class Server:
         command = [sys.executable, "-m", "rotmem.cli", "serve", "--store", store, "--keys", str(keys),
                    "--port", str(port), "--encoder", "minilm", "--encoder-threads", str(ENCODER_THREADS),
                    "--device", device, "--retriever", retriever]  # fmt: skip
+        if encoder_batch is not None:
+            command += ["--encoder-batch", str(encoder_batch)]
         with log.open("a") as stderr:
             self.process = subprocess.Popen(
                 command, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, stderr=stderr
@@ -206,14 +218,18 @@ class Server:
             time.sleep(0.2)
         raise SystemExit("rotmem serve did not become ready")
 
-    def batches(self) -> tuple[float, float]:
-        """The server's encoder calls so far and the texts they held (``GET /metrics``)."""
+    def metrics(self) -> dict[str, float]:
+        """The server's ``GET /metrics`` values of unlabelled series, by name."""
         import httpx
 
         text = httpx.get(f"{self.url}/metrics", timeout=30).text
-        prefix = "rotmem_encoder_batch_size_"
-        values = dict(line.split() for line in text.splitlines() if line.startswith(prefix))
-        return float(values[f"{prefix}count"]), float(values[f"{prefix}sum"])
+        pairs = (line.split() for line in text.splitlines() if line.startswith("rotmem_") and "{" not in line)
+        return {name: float(value) for name, value in pairs}
+
+    def batches(self) -> tuple[float, float]:
+        """The server's encoder calls so far and the texts they held (``GET /metrics``)."""
+        values = self.metrics()
+        return values["rotmem_encoder_batch_size_count"], values["rotmem_encoder_batch_size_sum"]
 
     def cpu(self) -> tuple[float, float]:
         """CPU seconds used so far by the server and by its child processes (the encoder's worker)."""
@@ -305,7 +321,7 @@ async def client_loop(client: KeepAlive, stop_at: float, rng: random.Random, seq
 
 
 async def run_clients(
-    url: str, token: str, clients: int, seconds: float, prefix: str, adds: float = 0.1
+    url: str, token: str, clients: int, seconds: float, prefix: str, adds: float = MIXED
 ) -> dict:
     """``clients`` concurrent loops of requests (90 % searches, ``adds`` of them adds) for ``seconds``,
     each on its own connection: their latencies (s), errors and acknowledged adds."""
@@ -332,16 +348,25 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run_load(
-    args, store: str, backend: str, keys: Path, tokens: dict, curve: list[Row], retriever: str
+    args,
+    store: str,
+    backend: str,
+    keys: Path,
+    tokens: dict,
+    curve: list[Row],
+    retriever: str,
+    encoder_batch: int | None,
 ) -> list[Row]:
-    server = Server(store, keys, keys.parent / f"serve-{backend}.log", args.device, retriever)
+    log = keys.parent / f"serve-{backend}.log"
+    server = Server(store, keys, log, args.device, retriever, encoder_batch)
     run = f"r{time.time_ns()}"  # session ids never repeat those of an earlier run on the same file
     at = 16 if 16 in args.clients else max(args.clients)  # the client count the targets are checked at
     rows = []
     try:
         server.wait_ready()
+        max_batch = int(server.metrics()["rotmem_encoder_max_batch"])
         asyncio.run(run_clients(server.url, tokens[NAMESPACE], 4, 5.0, f"{backend}-{run}-warm-"))  # warm
-        for clients, adds in [(clients, 0.1) for clients in args.clients] + [(at, 1.0)]:
+        for clients, adds in [(clients, MIXED) for clients in args.clients] + [(at, 0.0), (at, 1.0)]:
             calls, texts = server.batches()
             prefix = f"{backend}-{run}-n{clients}-{adds}-"
             cpu_before = (*server.cpu(), time.process_time())  # server, encoder worker, clients
@@ -359,7 +384,8 @@ def run_load(
                 "searches_per_s": round(len(out["search"]) / args.seconds, 1),
                 "adds_per_s": round(len(out["add"]) / args.seconds, 1),
                 **{f"{k}_p{q}_ms": round(p(ms[k], q), 1) for k in ("search", "add") for q in (50, 95, 99)},
-                "encoder_calls": int(calls_after - calls), "mean_batch": round(mean_batch, 2),
+                "encoder_max_batch": max_batch, "encoder_calls": int(calls_after - calls),
+                "mean_batch": round(mean_batch, 2),
                 "encoder_bound_per_s": round(encoder_bound(curve, asked, mean_batch), 1),
                 "server_cpu_cores": round(cpu_used[0] / args.seconds, 2),
                 "worker_cpu_cores": round(cpu_used[1] / args.seconds, 2),
@@ -431,17 +457,19 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         keys, tokens = make_keys(Path(args.work))
         for backend, store in stores(args):
             for retriever in args.retrievers:
-                yield from run_load(args, store, backend, keys, tokens, curve, retriever)
+                for cap in args.encoder_batch:
+                    yield from run_load(args, store, backend, keys, tokens, curve, retriever, cap)
 
 
 def plot(rows: list[Row], path: Path) -> None:
-    rows = [r for r in rows if r["row"] == "load" and r["adds_share"] < 1]
+    rows = [r for r in rows if r["row"] == "load" and r["adds_share"] == MIXED]
     if not rows:
         return
     fig, (left, right) = subplots(1, 2, figsize=(10, 4))
-    for setup in sorted({(r["backend"], r["encoder"], r["retriever"]) for r in rows}):
-        mine = [r for r in rows if (r["backend"], r["encoder"], r["retriever"]) == setup]
-        server = "/".join(setup)  # backend/encoder placement/retriever
+    keys = ("backend", "encoder", "retriever", "encoder_max_batch")
+    for setup in sorted({tuple(str(r[key]) for key in keys) for r in rows}):
+        mine = [r for r in rows if tuple(str(r[key]) for key in keys) == setup]
+        server = "/".join(setup[:3]) + f" (batch <= {setup[3]})"  # backend/encoder placement/retriever
         n = [r["clients"] for r in mine]
         left.plot(n, [r["searches_per_s"] for r in mine], "o-", label=server)
         bound = [0.8 * r["encoder_bound_per_s"] for r in mine]
@@ -474,6 +502,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="rotmem serve --retriever: best (BestMemory, its default) and/or temporal (TemporalMemory)",
     )  # fmt: skip
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="encoder curve")
+    parser.add_argument(
+        "--encoder-batch",
+        type=int,
+        nargs="+",
+        default=[None],
+        help="rotmem serve --encoder-batch: a server and its load levels per value (default: the server's)",
+    )
     parser.add_argument("--reps", type=int, default=15, help="rounds over the sizes (medians kept)")
 
 

@@ -121,21 +121,24 @@ def test_memory_service_tiny(tmp_path):
     assert curve == [("question", 1), ("question", 4), ("fact", 1), ("fact", 4)]
     load = [r for r in rows if r["row"] == "load"]
     levels = [(r["encoder"], r["retriever"], int(r["clients"]), float(r["adds_share"])) for r in load]
-    assert levels == [  # then 2 clients adding; the encoder in its worker process
+    assert levels == [  # then 2 clients only searching, then only adding; the encoder in its worker process
         ("process", retriever, clients, adds)
         for retriever in ["best", "temporal"]
-        for clients, adds in [(1, 0.1), (2, 0.1), (2, 1.0)]
+        for clients, adds in [(1, 0.1), (2, 0.1), (2, 0.0), (2, 1.0)]
     ]
     assert all(int(r["records"]) == 200 and int(r["errors"]) == 0 for r in load)
     assert all((int(r["searches"]) > 0) == (float(r["adds_share"]) < 1) for r in load)
+    assert all((int(r["adds"]) > 0) == (float(r["adds_share"]) > 0) for r in load)
     assert all(int(r["encoder_calls"]) > 0 and float(r["mean_batch"]) >= 1 for r in load)  # from /metrics
+    assert all(int(r["encoder_max_batch"]) == 8 for r in load)  # the server's default cap on the CPU
     targets = [r for r in rows if r["row"] == "target"]
     assert [(r["target"], r["encoder"], r["retriever"], int(r["clients"])) for r in targets] == [
         (target, "process", retriever, 2)
         for retriever in ["best", "temporal"]
         for target in [
-            "searches/s vs encoder questions/s",
             "search p99 vs p50",
+            "search-only searches/s vs encoder questions/s",
+            "search-only p99 vs p50",
             "add-only facts/s vs encoder facts/s",
         ]
     ]
@@ -188,14 +191,22 @@ def test_memory_service_targets_interpolate_the_encoder_curve():
             "searches_per_s": 90.0,
             "search_p99_ms": 400.0,
         },
+        {
+            **common,
+            "adds_share": 0.0,
+            "mean_batch": 2 * 2**0.5,
+            "searches_per_s": 90.0,
+            "search_p99_ms": 250.0,
+        },
         {**common, "adds_share": 1.0, "mean_batch": 16.0, "searches_per_s": 0.0, "adds_per_s": 130.0},
     ]
     rows = targets(load, curve, 16)
-    got = [(r["target"], r["bound"], r["ratio"], r["passed"]) for r in rows]
+    got = [(r["target"], r["adds_share"], r["bound"], r["ratio"], r["passed"]) for r in rows]
     assert got == [
-        ("searches/s vs encoder questions/s", 100.0, 0.9, True),  # midway (in log2) between 2 and 4
-        ("search p99 vs p50", 100.0, 4.0, False),
-        ("add-only facts/s vs encoder facts/s", 150.0, 0.867, True),  # beyond the curve: its last value
+        ("search p99 vs p50", 0.1, 100.0, 4.0, False),  # the mixed level's latency
+        ("search-only searches/s vs encoder questions/s", 0.0, 100.0, 0.9, True),  # midway (log2) of 2 and 4
+        ("search-only p99 vs p50", 0.0, 100.0, 2.5, True),
+        ("add-only facts/s vs encoder facts/s", 1.0, 150.0, 0.867, True),  # beyond the curve: its last value
     ]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rotmem.memory import HashingEncoder
-from rotmem.server.batching import Batcher, ServiceEncoder
+from rotmem.server.batching import Batcher, ServiceEncoder, default_max_batch
 
 
 class SlowEncoder(HashingEncoder):
@@ -140,3 +140,30 @@ def test_an_announced_item_that_never_comes_delays_a_batch_by_at_most_linger():
     start = time.perf_counter()
     assert list(batcher.submit([8])) == [8]
     assert time.perf_counter() - start < 0.04
+
+
+class DeviceEncoder(SlowEncoder):
+    """SlowEncoder that says it runs on ``device``."""
+
+    def __init__(self, device: str):
+        super().__init__()
+        self.device = device
+
+
+def test_the_encoder_caps_texts_per_call_by_device_or_as_asked():
+    assert [default_max_batch(d) for d in ("cpu", "cuda", "cuda:1")] == [8, 64, 64]
+    assert ServiceEncoder(SlowEncoder()).max_batch == 8  # no device named: the CPU's
+    assert ServiceEncoder(DeviceEncoder("cuda")).max_batch == 64
+    inner = SlowEncoder()
+    encoder = ServiceEncoder(inner, max_batch=3)
+    threads = [threading.Thread(target=encoder.encode, args=([f"question {i}"],)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sum(inner.batches) == 16 and max(inner.batches) == 3  # 16 waiting texts, 3 per call
+    assert encoder.encode([f"text {i}" for i in range(5)]).shape == (5, 32)  # one call over the cap: alone
+    assert inner.batches[-1] == 5
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="the encoder's max batch must be an integer >= 1"):
+            ServiceEncoder(SlowEncoder(), max_batch=bad)

@@ -97,9 +97,9 @@ def test_serve_builds_the_pool_on_a_worker_process_unless_asked_not_to(tmp_path)
 
     common = {"store": str(tmp_path), "encoder": "hashing", "device": "cpu", "extractor": None}
     common |= {"synchronous": "FULL", "retriever": "temporal", "encoder_threads": 1}
-    pool = build_pool(argparse.Namespace(**common, encoder_in_process=False))
+    pool = build_pool(argparse.Namespace(**common, encoder_in_process=False, encoder_batch=5))
     worker = pool.encoder.inner
-    assert isinstance(worker, ProcessEncoder) and alive(worker.pid)
+    assert isinstance(worker, ProcessEncoder) and alive(worker.pid) and pool.encoder.max_batch == 5
     np.testing.assert_array_equal(pool.encoder.encode(TEXTS), HashingEncoder().encode(TEXTS))
     pid = worker.pid
     pool.close()

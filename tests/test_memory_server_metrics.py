@@ -87,6 +87,7 @@ def test_metrics_count_every_encoder_call_of_searches_and_adds(tmp_path):
         response = httpx.get(f"{url}/metrics", timeout=30)  # no key needed: counts only
         assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
         assert "alice" not in response.text and 'rotmem_encoder_info{device="cpu"} 1' in response.text
+        assert re.search(r"^rotmem_encoder_max_batch 8$", response.text, re.M)  # the CPU's default cap
         counts = histogram(response.text)
         # every text the model saw: 2 facts and 8 questions (`--retriever temporal`; the default,
         # `best`, embeds each new relation once more for its time constraint)

@@ -57,6 +57,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "to the index search that runs beside it)",
     )
     p.add_argument(
+        "--encoder-batch",
+        type=int,
+        default=None,
+        help="the most texts in one call of the text encoder (default: 8 on the CPU, 64 on a GPU; a cap "
+        "below the number of concurrent clients keeps the encoder busy: rotmem.server.batching)",
+    )
+    p.add_argument(
         "--encoder-in-process",
         action="store_true",
         help="run the text encoder in the server's process (default: a worker process of its own, where "
@@ -66,11 +73,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def build_pool(args: argparse.Namespace):
-    """The ``MemoryPool`` of ``--store``, ``--encoder``, ``--device``, ``--extractor`` (shared with
-    ``rotmem mcp``)."""
+    """The ``MemoryPool`` of ``--store``, ``--encoder``, ``--device``, ``--encoder-batch``, ``--extractor``
+    (shared with ``rotmem mcp``)."""
     from rotmem.commands.memory import _encoder
     from rotmem.memory.encoder import resolve_device
     from rotmem.memory.llm import load_plugin
+    from rotmem.server.batching import ServiceEncoder
     from rotmem.server.pool import MemoryPool
 
     if not args.store:
@@ -82,6 +90,9 @@ def build_pool(args: argparse.Namespace):
     threads = getattr(args, "encoder_threads", None)
     if threads is not None and threads < 1:
         raise ValueError(f"--encoder-threads must be at least 1, got {threads}")
+    max_batch = getattr(args, "encoder_batch", None)
+    if max_batch is not None and max_batch < 1:
+        raise ValueError(f"--encoder-batch must be at least 1, got {max_batch}")
     device = resolve_device(getattr(args, "device", "auto"))  # a bad value or no GPU: one line, exit 2
     if getattr(args, "encoder_in_process", True):  # rotmem mcp: one client, no GIL to share
         if threads is not None:
@@ -94,6 +105,7 @@ def build_pool(args: argparse.Namespace):
         from rotmem.server.encoder_process import ProcessEncoder
 
         encoder = ProcessEncoder(args.encoder, device, threads)
+    encoder = ServiceEncoder(encoder, max_batch)
     return MemoryPool(args.store, encoder, extractor, getattr(args, "retriever", "best"), **options)
 
 

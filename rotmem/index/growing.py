@@ -37,6 +37,10 @@ class GrowingArray:
         self._data[self.size : end] = rows
         self.size = end
 
+    def clear(self) -> None:
+        """Hold no rows (the capacity is kept)."""
+        self.size = 0
+
     @property
     def values(self) -> np.ndarray:
         """The rows held, ``[size, *row_shape]`` (a view)."""

@@ -15,7 +15,12 @@ leader's thread once the call's results are ready, before any caller wakes, and 
 withdraws them): a leader waits for the announced items, at most ``linger`` seconds, before it
 takes its batch.
 
-``ServiceEncoder(inner)`` has ``inner``'s ``name`` (so stored vectors still match) and:
+``ServiceEncoder(inner, max_batch)`` has ``inner``'s ``name`` (so stored vectors still match) and
+takes at most ``max_batch`` texts per model call (default ``default_max_batch(inner.device)``: 8 on
+a CPU, 64 on a GPU). A cap below the number of concurrent clients keeps the encoder busy: with no
+cap, the questions of 16 clients gather into one batch of about 15, whose searches then run while
+the encoder has one question or none (a convoy that repeats), and MiniLM on a CPU gains little past
+8 texts a call (docs/memory.md, "Under load"). It has:
 
 - ``encode(texts)``: the vectors of ``texts`` (``[n, D]``), through a ``Batcher`` over
   ``inner.encode``.
@@ -145,11 +150,24 @@ class Batcher(Generic[Item, Result]):
             call.wake.set()
 
 
-class ServiceEncoder:
-    """A thread-safe batching wrapper of a text encoder (module docs)."""
+CPU_MAX_BATCH, GPU_MAX_BATCH = 8, 64  # texts per encoder call (module docs)
 
-    def __init__(self, inner: Any, max_batch: int = 64):
-        self.inner = inner
+
+def default_max_batch(device: str) -> int:
+    """The encoder's default cap on texts per call on ``device`` (module docs)."""
+    return CPU_MAX_BATCH if str(device).startswith("cpu") else GPU_MAX_BATCH
+
+
+class ServiceEncoder:
+    """A thread-safe batching wrapper of a text encoder (module docs); ``max_batch``: the most texts
+    in one model call (None: ``default_max_batch`` of the encoder's device)."""
+
+    def __init__(self, inner: Any, max_batch: int | None = None):
+        if max_batch is None:
+            max_batch = default_max_batch(getattr(inner, "device", "cpu"))
+        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
+            raise ValueError(f"the encoder's max batch must be an integer >= 1, got {max_batch!r}")
+        self.inner, self.max_batch = inner, max_batch
         self.name = getattr(inner, "name", type(inner).__qualname__)
         self._batcher: Batcher[str, np.ndarray] = Batcher(self._encode_batch, max_batch)
         self._prepared = threading.local()
@@ -189,7 +207,8 @@ BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 
 def metrics_text(encoder: ServiceEncoder) -> str:
     """The encoder's batch sizes as a Prometheus histogram (``rotmem_encoder_batch_size``: texts per
-    model call, buckets 1 to 64) and its device (``rotmem_encoder_info``); counts only, no tenant's."""
+    model call, buckets 1 to 64), its device (``rotmem_encoder_info``) and its cap on texts per call
+    (``rotmem_encoder_max_batch``); counts only, no tenant's."""
     sizes = encoder.batch_sizes()
     name = "rotmem_encoder_batch_size"
     lines = [
@@ -205,5 +224,8 @@ def metrics_text(encoder: ServiceEncoder) -> str:
         "# HELP rotmem_encoder_info The device the text encoder runs on.",
         "# TYPE rotmem_encoder_info gauge",
         f'rotmem_encoder_info{{device="{getattr(encoder.inner, "device", "cpu")}"}} 1',
+        "# HELP rotmem_encoder_max_batch The most texts in one call of the text encoder.",
+        "# TYPE rotmem_encoder_max_batch gauge",
+        f"rotmem_encoder_max_batch {encoder.max_batch}",
     ]
     return "\n".join(lines) + "\n"

@@ -39,6 +39,7 @@ import numpy as np
 
 from rotmem.data import date_of
 from rotmem.memory.records import Passage, Record
+from rotmem.memory.retrieval.grouped_max import GroupedMax
 from rotmem.memory.retrieval.lexical import LexicalIndex
 from rotmem.memory.tem.indexes import FACT_KIND
 from rotmem.memory.tem.store import TEMStore, fact_text
@@ -172,7 +173,7 @@ class HybridRetriever:
         self._unit_records: list[list[int]] = []
         self._unit_key: list[tuple[str | None, str, int]] = []  # (source, session_id, session_index)
         self._unit_days: list[set[float]] = []
-        self._fact_pairs = np.zeros((0, 2), dtype=np.int64)  # (position in _records, unit)
+        self._unit_facts = GroupedMax()  # (position in _records, unit) pairs
         self._day_pairs = np.zeros((0, 2), dtype=np.float64)  # (unit, day): the units' days, flat
         self._has_time = np.zeros(0, dtype=bool)
         self._group_positions: dict[str, list[int]] = {}  # version group -> positions in _records
@@ -228,7 +229,8 @@ class HybridRetriever:
             self._last_session = session_index
         self._fact_position = _positions(self._fact_position, [r.id for r in records], len(self._records))
         self._turn_position = _positions(self._turn_position, [p.id for p in turns], len(self._turns))
-        self._fact_pairs = np.concatenate([self._fact_pairs, np.asarray(pairs, np.int64).reshape(-1, 2)])
+        pairs_array = np.asarray(pairs, np.int64).reshape(-1, 2)
+        self._unit_facts.add(pairs_array[:, 0], pairs_array[:, 1])
         self._fact_lexical.add(fact_text(r.subject, r.relation, r.object) for r in records)
         self._turn_lexical.add(p.text for p in turns)
         self._refresh_current(records)
@@ -379,8 +381,7 @@ class HybridRetriever:
                 else np.full(n, low_turn, dtype=np.float32)
             )
             unit_fact = np.full(n, -np.inf, dtype=np.float32)
-            if len(self._fact_pairs):
-                np.maximum.at(unit_fact, self._fact_pairs[:, 1], fact[self._fact_pairs[:, 0]])
+            self._unit_facts.max_into(unit_fact, fact)
             scores = unit_turn + np.where(np.isfinite(unit_fact), unit_fact, low_turn)
             out.append(scores + self.time_boost * self._time_matches(question, now))
         return out
