@@ -148,3 +148,23 @@ def test_times_are_the_memorys_as_the_store_grows():
     retriever.refresh()
     ids = [r.id for r in memory.store.records()] + [10**6]
     assert retriever.times(ids) == memory.times(ids) and len(memory.times(ids)) == len(ids) - 1
+
+
+def test_records_by_id_read_from_the_tables_are_the_stores_after_a_new_version():
+    """The slot completion reads facts from the hybrid's tables: the same records as the store's,
+    ``[historical]`` flags included once a later session replaces a version."""
+    memory = _memory()
+    retriever = HybridRetriever(memory)
+    memory.add_session("s3", [ExtractedFact("Ann", "lives in", "Paris")], date="2023-07-01")
+    retriever.refresh()
+    memory.add_session("s4", [ExtractedFact("Ann", "lives in", "Berlin")], date="2023-08-01")
+    retriever.refresh()  # reads s4, and Paris again: now historical
+    ids = [r.id for r in memory.store.records()]
+    unknown = max(ids) + 10
+    assert retriever.records_by_id([*reversed(ids), unknown]) == memory.store.records_by_id(ids)
+    assert list(retriever.records_by_id(ids)) == sorted(ids)
+    paris = next(r for r in retriever.records_by_id(ids).values() if r.object == "Paris")
+    assert paris.historical
+    memory.add_session("s5", [ExtractedFact("Bo", "lives in", "Rome")], date="2023-09-01")
+    new = max(r.id for r in memory.store.records())  # not in the tables yet: read from the store
+    assert retriever.records_by_id([new]) == memory.store.records_by_id([new])

@@ -284,7 +284,7 @@ class BestMemory:
         relation, subject, obj = key
         table, entity = (self._by_subject, subject) if subject is not None else (self._by_object, obj)
         ids = table.get((relation, entity), [])[-SLOT_LIMIT:]
-        records = self.memory.store.records_by_id(ids) if ids else {}
+        records = self.hybrid.records_by_id(ids) if ids else {}
         if obj is not None and subject is not None:
             records = {i: r for i, r in records.items() if r.object == obj}
         times = self.hybrid.times(list(records)) if records else {}

@@ -298,6 +298,16 @@ class HybridRetriever:
             out.update(self.memory.times(unread))
         return out
 
+    def records_by_id(self, ids: Sequence[int]) -> dict[int, Record]:
+        """``TEMStore.records_by_id`` of the facts ``ids``, ascending: those the tables hold from
+        them (kept as stored: a new version's earlier ones are read again, ``_refresh_current``),
+        the others from the store."""
+        held = {i: self._records[self._fact_position[i]] for i in sorted(set(ids)) if self._holds(i)}
+        unread = [i for i in ids if i not in held]
+        if unread:
+            held = dict(sorted({**held, **self.store.records_by_id(unread)}.items()))
+        return held
+
     def _holds(self, record_id: int) -> bool:
         """Whether the fact ``record_id`` is in the tables."""
         return 0 <= record_id < len(self._fact_position) and self._fact_position[record_id] >= 0
