@@ -308,6 +308,41 @@ def test_deleting_a_sqlite_namespace_removes_its_file(tmp_path):
     pool.close()
 
 
+def _sessions(prefix: str, count: int, date: int) -> list[dict]:
+    return [
+        {"session_id": f"{prefix}{i}", "facts": [(f"{prefix}{i}", "likes", "tea")], "date": date}
+        for i in range(count)
+    ]
+
+
+def test_a_namespaces_tables_are_frozen_out_of_the_collector_as_they_double(tmp_path, monkeypatch):
+    """``gc.freeze`` after the first search (the retriever's tables built) and again only once the
+    namespace holds twice the facts: a full collection no longer walks them under load."""
+    import gc
+
+    freezes: list[int] = []
+    freeze = gc.freeze
+    monkeypatch.setattr(gc, "freeze", lambda: (freezes.append(1), freeze()))
+    pool = MemoryPool(str(tmp_path), HashingEncoder(16))
+    try:
+        with pool.use("alice", create=True) as memory:
+            memory.add_sessions(_sessions("s", 4, 19000))
+        gc.unfreeze()
+        pool.search("alice", "who likes tea", 3, None)
+        assert len(freezes) == 1 and gc.get_freeze_count() > 0
+        with pool.use("alice", create=False) as memory:
+            memory.add_sessions(_sessions("t", 3, 19001))
+        pool.search("alice", "who likes tea", 3, None)
+        assert len(freezes) == 1  # 7 facts: not yet twice 4
+        with pool.use("alice", create=False) as memory:
+            memory.add_sessions(_sessions("u", 1, 19002))
+        pool.search("alice", "who likes tea", 3, None)
+        assert len(freezes) == 2 and pool._tenants["alice"].frozen_at == 8
+    finally:
+        gc.unfreeze()
+        pool.close()
+
+
 def test_booleans_and_strings_are_not_numbers(sqlite_service):
     facts = [fact("A", "lives in", "Rome")]
     refused = {

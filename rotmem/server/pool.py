@@ -15,6 +15,7 @@ is ever deleted.
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -58,6 +59,7 @@ class Tenant:
     searches: Batcher | None = None
     retriever: str = "best"
     best: BestMemory | None = None
+    frozen_at: int = 0  # the facts held when the heap was last settled (``_settle_heap``)
 
     def __post_init__(self) -> None:
         self.searches = Batcher(self._search_batch)
@@ -84,6 +86,23 @@ class Tenant:
             return out
 
     def _search(self, items: list[tuple[Query, np.ndarray]]) -> list[SearchResult]:
+        try:
+            return self._search_now(items)
+        finally:
+            self._settle_heap()
+
+    def _settle_heap(self) -> None:
+        """Once the namespace holds at least twice the facts it held the last time (its first
+        search builds the retriever's tables), move every object the process holds out of the
+        cyclic garbage collector's reach (``gc.freeze``): a full collection otherwise walks the
+        tables' records, 0.5 s at 100k facts, and every request waits for it (docs/memory.md,
+        "Under load"). Objects made afterwards are collected as usual."""
+        facts = len(self.memory.store)
+        if facts and facts >= 2 * self.frozen_at:
+            gc.freeze()
+            self.frozen_at = facts
+
+    def _search_now(self, items: list[tuple[Query, np.ndarray]]) -> list[SearchResult]:
         queries = [query for query, _ in items]
         vectors = np.stack([vector for _, vector in items])
         if self.best is None:  # TemporalMemory: its records come in TEM's presentation order
