@@ -203,6 +203,56 @@ def test_concurrent_searches_are_batched_and_each_gets_its_own_answer(service):
         assert len(got["records"]) == 4
 
 
+def test_concurrent_adds_are_written_together_and_a_repeated_id_fails_alone(service, monkeypatch):
+    """Concurrent adds of a namespace share transactions (fewer ``add_sessions`` calls than adds);
+    a session id that is already stored gets its 409 while the sessions batched with it are stored,
+    each acknowledged add readable with its own fact."""
+    from rotmem.memory.temporal.memory import TemporalMemory
+
+    calls: list[int] = []
+    add_sessions = TemporalMemory.add_sessions
+
+    def counted(self, sessions):
+        sessions = list(sessions)
+        calls.append(len(sessions))
+        time.sleep(0.01)  # a commit's latency, so that the next adds queue behind it
+        return add_sessions(self, sessions)
+
+    monkeypatch.setattr(TemporalMemory, "add_sessions", counted)
+    with service.client("a") as client:
+        add(client, "s0", "2023-01-01", [fact("p0", "likes", "tea")])
+    answers: dict[int, httpx.Response] = {}
+
+    def write(i: int) -> None:
+        session_id = "s0" if i == 7 else f"s{i + 100}"  # one repeats the first session's id
+        with service.client("a") as own:
+            body = {
+                "session_id": session_id,
+                "date": "2023-02-01",
+                "facts": [fact(f"p{i}", "likes", f"t{i}")],
+            }
+            answers[i] = own.post("/v1/sessions", json=body)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert answers[7].status_code == 409 and "s0" in answers[7].json()["error"]
+    stored = {i: answers[i].json() for i in answers if i != 7}
+    assert all(answers[i].status_code == 200 for i in stored)
+    assert max(calls) > 1  # an add alone writes one session per transaction
+    with service.client("a") as client:
+        for i, result in stored.items():
+            [record_id] = result["fact_ids"]
+            record = client.get(f"/v1/records/{record_id}").json()
+            assert (record["subject"], record["object"], record["session_id"]) == (
+                f"p{i}",
+                f"t{i}",
+                f"s{i + 100}",
+            )
+
+
 def test_missing_and_unknown_keys_are_refused(service):
     with service.client(None) as anonymous:
         for method, path in (("GET", "/v1/stats"), ("POST", "/v1/search"), ("DELETE", "/v1/namespace")):

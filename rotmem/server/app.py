@@ -293,16 +293,16 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
                 for f in body.facts
             ]
         )
-        with pool.embedded(texts_to_embed(body)), pool.use(ns, create=True) as memory:
-            result = memory.add_session(
-                body.session_id,
-                facts,
-                date=body.date,
-                text=body.text,
-                session_index=body.session_index,
-                turns=body.turns,
-                summaries=body.summaries,
-            )
+        session = dict(
+            session_id=body.session_id,
+            facts=facts,
+            date=body.date,
+            text=body.text,
+            session_index=body.session_index,
+            turns=body.turns,
+            summaries=body.summaries,
+        )
+        result = pool.add_session(ns, session, texts_to_embed(body))
         return {
             "session_id": result.session_id,
             "session_index": result.session_index,

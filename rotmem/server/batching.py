@@ -25,9 +25,10 @@ the encoder has one question or none (a convoy that repeats), and MiniLM on a CP
 - ``encode(texts)``: the vectors of ``texts`` (``[n, D]``), through a ``Batcher`` over
   ``inner.encode``.
 - ``prepared(texts)``: a context in which this thread's ``encode`` returns the vectors of these
-  texts without the model (encoded on entry, batched with other threads'). The HTTP server embeds
-  an add's facts this way before it takes the namespace lock, so the lock is held only for the
-  write itself.
+  texts without the model (encoded on entry, batched with other threads'); ``vectors_of(texts)``
+  and ``using(table)`` are its two halves, for a thread that writes what others embedded. The HTTP
+  server embeds an add's facts this way before it takes the namespace lock, so the lock is held
+  only for the write itself.
 - ``batch_sizes()``: its batcher's count of model calls by batch size; ``metrics_text`` writes it
   (and the model's device) in Prometheus' text format for ``GET /metrics``.
 """
@@ -190,16 +191,25 @@ class ServiceEncoder:
             on_done()
         return np.stack([table[text] for text in texts]) if texts else np.zeros((0, 0), np.float32)
 
-    @contextmanager
-    def prepared(self, texts: Sequence[str]) -> Iterator[None]:
-        """Embed ``texts`` now; inside the context this thread's ``encode`` of them skips the model."""
+    def vectors_of(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """``text -> [D] vector`` of ``texts`` (each embedded once, batched with other threads')."""
         unique = list(dict.fromkeys(texts))
         vectors = self.encode(unique) if unique else np.zeros((0, 0), np.float32)
-        self._prepared.table = dict(zip(unique, vectors, strict=True))
+        return dict(zip(unique, vectors, strict=True))
+
+    @contextmanager
+    def using(self, table: dict[str, np.ndarray]) -> Iterator[None]:
+        """A context in which this thread's ``encode`` of the texts of ``table`` (``vectors_of``)
+        returns its vectors without the model."""
+        self._prepared.table = table
         try:
             yield
         finally:
             self._prepared.table = None
+
+    def prepared(self, texts: Sequence[str]) -> Any:
+        """Embed ``texts`` now; inside the context this thread's ``encode`` of them skips the model."""
+        return self.using(self.vectors_of(texts))
 
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)

@@ -7,7 +7,9 @@ write) or a Postgres DSN (one schema per namespace, ``rotmem.memory.storage.post
 thread-safe, so every use of a namespace holds its lock; namespaces do not wait for each other.
 Searches are embedded outside the lock (``ServiceEncoder``, batched across namespaces) and the
 concurrent searches of one namespace run as one batch under its lock (``BestMemory.retrieve_many``:
-one hybrid pass, one dense index search per kind, for the whole batch).
+one hybrid pass, one dense index search per kind, for the whole batch). Adds likewise: their texts
+embedded outside the lock, the concurrent adds of a namespace written in one transaction (one
+commit, one fsync), each acknowledged once it is committed.
 Reads of a namespace that was never written see an empty memory and create nothing. Deleting a
 namespace removes every record it holds (its file and WAL sidecars, or its schema); nothing else
 is ever deleted.
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from rotmem.memory import TemporalMemory
-from rotmem.memory.records import check_question
+from rotmem.memory.records import SessionResult, check_question
 from rotmem.memory.retrieval.best import BestMemory
 from rotmem.memory.storage.database import MemoryDatabaseError, check_namespace
 from rotmem.memory.storage.open import is_postgres
@@ -60,9 +62,12 @@ class Tenant:
     retriever: str = "best"
     best: BestMemory | None = None
     frozen_at: int = 0  # the facts held when the heap was last settled (``_settle_heap``)
+    encoder: ServiceEncoder | None = None  # the pool's: the writes' vectors were embedded by it
+    writes: Batcher | None = None
 
     def __post_init__(self) -> None:
         self.searches = Batcher(self._search_batch)
+        self.writes = Batcher(self._write_batch)
         if self.retriever == "best":
             self.best = BestMemory(self.memory, rerank=False, present=True)  # module docs
 
@@ -81,6 +86,29 @@ class Tenant:
             for item in items:
                 try:
                     out += self._search([item])
+                except ValueError as error:
+                    out.append(error)
+            return out
+
+    def _write_batch(self, items: list[tuple[dict[str, Any], dict[str, np.ndarray]]]) -> list[Any]:
+        """The sessions of concurrent adds (each with the vectors of its texts) in one transaction:
+        one commit for all. When that fails on a caller's mistake (``ValueError``: a repeated session
+        id, bad input; nothing is written then), each session alone, so that one caller's mistake is
+        not every caller's: its result or its error."""
+        table = {text: vector for _, vectors in items for text, vector in vectors.items()}
+        with self.lock, self.encoder.using(table):
+            if self.closed:  # deleted while the batch waited
+                raise RuntimeError("the namespace was deleted during this write; nothing was written")
+            sessions = [session for session, _ in items]
+            try:
+                return self.memory.add_sessions(sessions)
+            except ValueError:
+                if len(sessions) == 1:
+                    raise
+            out: list[Any] = []
+            for session in sessions:
+                try:
+                    out += self.memory.add_sessions([session])
                 except ValueError as error:
                     out.append(error)
             return out
@@ -185,7 +213,9 @@ class MemoryPool:
         with self._lock:
             tenant = self._tenants.get(namespace)
             if tenant is None and (create or self.exists(namespace)):
-                tenant = self._tenants[namespace] = Tenant(self._open(namespace), retriever=self.retriever)
+                memory = self._open(namespace)
+                tenant = Tenant(memory, retriever=self.retriever, encoder=self.encoder)
+                self._tenants[namespace] = tenant
             return tenant
 
     def search(self, namespace: str, question: str, k: int, now: float | None) -> SearchResult:
@@ -205,10 +235,18 @@ class MemoryPool:
             raise result
         return result
 
-    def embedded(self, texts: Sequence[str]) -> Any:
-        """A context in which this thread's store embeds ``texts`` without the model
-        (``ServiceEncoder.prepared``): call it before ``use`` so the lock is not held while embedding."""
-        return self.encoder.prepared(texts)
+    def add_session(self, namespace: str, session: Mapping[str, Any], texts: Sequence[str]) -> SessionResult:
+        """Write ``session`` (``TemporalMemory.add_session``'s arguments by name) into ``namespace``
+        (made if new) and return its result once committed. ``texts``, what the session will embed
+        (its facts' and passages' texts), are embedded first, outside the namespace lock and batched
+        with other requests; the concurrent adds of a namespace are then written as one batch, in
+        one transaction (``Tenant._write_batch``)."""
+        tenant = self._tenant(namespace, create=True)
+        vectors = self.encoder.vectors_of(texts)
+        [result] = tenant.writes.submit([(dict(session), vectors)])
+        if isinstance(result, ValueError):
+            raise result
+        return result
 
     @contextmanager
     def use(self, namespace: str, create: bool) -> Iterator[TemporalMemory | None]:
