@@ -25,6 +25,7 @@ uvicorn = pytest.importorskip("uvicorn", reason='the server tests need uvicorn: 
 
 from rotmem.cli import main  # noqa: E402
 from rotmem.memory import HashingEncoder  # noqa: E402
+from rotmem.memory.encoder import normalise_rows  # noqa: E402
 from rotmem.server.app import create_app  # noqa: E402
 from rotmem.server.keys import KeyRing, token_hash  # noqa: E402
 from rotmem.server.pool import MemoryPool  # noqa: E402
@@ -251,6 +252,25 @@ def test_concurrent_adds_are_written_together_and_a_repeated_id_fails_alone(serv
                 f"t{i}",
                 f"s{i + 100}",
             )
+
+
+def test_a_text_two_batched_adds_embedded_is_stored_with_the_first_adds_vector(tmp_path):
+    """As when written one after the other (the later add reuses the first's vector from the
+    store's embedding cache), even where the encoder gave the two adds different rows."""
+    pool = MemoryPool(str(tmp_path), HashingEncoder(64))
+    try:
+        text = "Ann likes tea"
+        first, second = HashingEncoder(64).encode([text, "other words"])
+        tenant = pool._tenant("ns", create=True)
+        sessions = [
+            {"session_id": sid, "facts": [("Ann", "likes", "tea")], "date": 19000} for sid in ("s1", "s2")
+        ]
+        results = tenant._write_batch([(sessions[0], {text: first}), (sessions[1], {text: second})])
+        assert [r.fact_ids for r in results] == [[0], [1]]
+        _, _, stored = tenant.memory.store.db.vectors("facts", "relation", 64)
+        np.testing.assert_array_equal(stored, normalise_rows(np.stack([first, first])))  # as stored
+    finally:
+        pool.close()
 
 
 def test_missing_and_unknown_keys_are_refused(service):

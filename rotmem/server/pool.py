@@ -95,7 +95,12 @@ class Tenant:
         one commit for all. When that fails on a caller's mistake (``ValueError``: a repeated session
         id, bad input; nothing is written then), each session alone, so that one caller's mistake is
         not every caller's: its result or its error."""
-        table = {text: vector for _, vectors in items for text, vector in vectors.items()}
+        # a text two adds embedded keeps the first add's vector: written one after the other, the
+        # later add would have reused it from the store's embedding cache (batches may round apart)
+        table: dict[str, np.ndarray] = {}
+        for _, vectors in items:
+            for text, vector in vectors.items():
+                table.setdefault(text, vector)
         with self.lock, self.encoder.using(table):
             if self.closed:  # deleted while the batch waited
                 raise RuntimeError("the namespace was deleted during this write; nothing was written")
