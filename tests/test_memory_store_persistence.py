@@ -56,6 +56,30 @@ def test_the_file_uses_wal(tmp_path):
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_the_next_session_index_is_an_index_lookup_and_old_files_get_the_index(tmp_path):
+    path = str(tmp_path / "m.db")
+    with TEMStore(path, encoder=HashingEncoder(64)) as store:
+        fill(store)  # s3 at index 7, out of order
+        store.add_session("s4", [("Bob", "likes", "jazz")])
+    next_index = "SELECT COALESCE(MAX(session_index), -1) + 1 FROM sessions"
+    with sqlite3.connect(path) as connection:
+        plan = connection.execute(f"EXPLAIN QUERY PLAN {next_index}").fetchall()
+        assert any("sessions_by_index" in str(row) for row in plan)
+        connection.execute("DROP INDEX sessions_by_index")  # a file written before it
+    with TEMStore(path, encoder=HashingEncoder(64)) as store:
+        store.add_session("s5", [("Bob", "likes", "blues")])
+        assert [(s, i) for s, i, _ in store.sessions()] == [
+            ("s1", 0),
+            ("s2", 1),
+            ("s3", 7),
+            ("s4", 8),
+            ("s5", 9),
+        ]
+    with sqlite3.connect(path) as connection:
+        names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert "sessions_by_index" in names
+
+
 def test_reopening_with_another_encoder_is_refused(tmp_path):
     path = str(tmp_path / "mem.db")
     with TEMStore(path, encoder=HashingEncoder(64)) as store:
