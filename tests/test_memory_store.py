@@ -279,6 +279,22 @@ def test_before_commit_writes_atomically_with_the_batch(store):
     assert [r.historical for r in store.records("Q", "lives in")] == [False]
 
 
+def test_a_failed_first_write_leaves_no_width_and_a_store_of_another_width_can_follow(store):
+    """The width and encoder name are kept once read; a first write that rolls back keeps neither."""
+
+    def failing(writer, written):
+        raise RuntimeError("layer above failed")
+
+    assert store.dim is None
+    with pytest.raises(RuntimeError, match="layer above failed"):
+        store.add_sessions([Session("s1", [("Q", "lives in", "Quito")])], before_commit=failing)
+    assert store.dim is None and store.db.get_meta("dim") is None
+    store.add_session("s2", [("Q", "lives in", "Lima")])
+    assert store.dim == 128 and store.db.get_meta("encoder") == "hashing:128"
+    store.add_session("s3", [("Q", "lives in", "Lund")])  # the kept width: no meta read
+    assert [r.object for r in store.records("Q", "lives in")] == ["Lima", "Lund"]
+
+
 def test_fact_ids_give_the_record_of_every_input_fact_none_is_dropped(store):
     facts = [
         ("Ro", "lives in", "Oslo"),

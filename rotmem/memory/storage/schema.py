@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 SCHEMA_VERSION = "2"
 LAYERS = ("rotmem.memory.tem.tables", "rotmem.memory.temporal.tables")
@@ -57,7 +58,7 @@ class Table:
     late_indexes: tuple[tuple[str, str], ...] = ()
     on_duplicate: Callable[[Exception], Exception] | None = None
 
-    @property
+    @cached_property  # a table is frozen: computed once, not for every row written
     def written(self) -> tuple[str, ...]:
         """The columns a written row names, in insert order."""
         return tuple(column.name for column in self.columns if column.written)

@@ -76,12 +76,13 @@ class KindIndexes:
 
     def add_passages(self, ids: np.ndarray, kinds: Sequence[str], vectors: np.ndarray) -> None:
         """Passages' unit vectors ``[N, D]`` into the index of each one's kind."""
+        if ids.size == 0:  # most writes (one-fact sessions) have no passages
+            return
         kinds = np.asarray(kinds, dtype=object)
         for kind in PASSAGE_KINDS:
             mask = kinds == kind
             self._add(kind, ids[mask], vectors[mask])
-        if ids.size:
-            self.indexed_upto["passages"] = int(ids.max())
+        self.indexed_upto["passages"] = int(ids.max())
 
     def _weights(self, relations: Sequence[str]) -> np.ndarray:
         cache: dict[str, float] = {}

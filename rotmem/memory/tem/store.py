@@ -134,6 +134,10 @@ class TEMStore:
         self.verify, self.batch_size = bool(verify), int(batch_size)
         self.embedding_cache = EmbeddingCache(embedding_cache)
         self._group_keys: dict[tuple[str, str], str] = {}  # (subject, relation) -> group_key's answer
+        # the stored width, and whether the stored encoder name is this store's: both are written
+        # once, with the first vectors, and never change, so once read they are not read again
+        self._dim: int | None = None
+        self._encoder_matches = False
         self.indexes = KindIndexes(self.weights.weight, index_backend, index_device, index_options)
         self.db = open_database(self.path, synchronous=synchronous, read_only=read_only, namespace=namespace)
         try:
@@ -159,21 +163,25 @@ class TEMStore:
 
     @property
     def dim(self) -> int | None:
-        """Vector width D, or None before the first write."""
-        value = self.db.get_meta("dim")
-        return None if value is None else int(value)
+        """Vector width D, or None before the first write (read until it is set, then kept)."""
+        if self._dim is None:
+            value = self.db.get_meta("dim")
+            self._dim = None if value is None else int(value)
+        return self._dim
 
     def _read_new_rows(self) -> NewRows | None:
         """Fact and passage rows above the indexed ids (``KindIndexes.read_new_rows``)."""
         dim = self.dim
         if dim is None:
             return None
-        stored = self.db.get_meta("encoder")
-        if stored is not None and stored != encoder_name(self.encoder):
-            raise ValueError(
-                f"{self.path} was written with encoder {stored!r}; this store embeds with "
-                f"{encoder_name(self.encoder)!r}. Reopen it with encoder=None"
-            )
+        if not self._encoder_matches:
+            stored = self.db.get_meta("encoder")
+            if stored is not None and stored != encoder_name(self.encoder):
+                raise ValueError(
+                    f"{self.path} was written with encoder {stored!r}; this store embeds with "
+                    f"{encoder_name(self.encoder)!r}. Reopen it with encoder=None"
+                )
+            self._encoder_matches = stored is not None
         return self.indexes.read_new_rows(self.db, dim)
 
     def refresh(self) -> int:
@@ -313,18 +321,24 @@ class TEMStore:
         """One transaction for the whole batch (``session_rows.queue_sessions``); returns what was
         written and the rows other processes committed before it (read under the write lock, so
         none is missed)."""
-        with self.db.transaction():
-            writer = SessionWriter(self.db)
-            others = self._read_new_rows()
-            relation_type = self.weights.relation_type
-            queued = queue_sessions(writer, batch, spans, vectors, self.group_key, relation_type, time.time())
-            if before_commit is not None:
-                before_commit(writer, list(zip(batch, queued.results, strict=True)))
-            writer.flush()
-            tables.recompute_status(self.db, queued.touched)
-            if dim is not None and self.db.get_meta("dim") is None:
-                self.db.set_meta("dim", str(dim))
-                self.db.set_meta("encoder", encoder_name(self.encoder))
+        try:
+            with self.db.transaction():
+                writer = SessionWriter(self.db)
+                others = self._read_new_rows()
+                relation_type = self.weights.relation_type
+                queued = queue_sessions(
+                    writer, batch, spans, vectors, self.group_key, relation_type, time.time()
+                )
+                if before_commit is not None:
+                    before_commit(writer, list(zip(batch, queued.results, strict=True)))
+                writer.flush()
+                tables.recompute_status(self.db, queued.touched)
+                if dim is not None and self.dim is None:
+                    self.db.set_meta("dim", str(dim))
+                    self.db.set_meta("encoder", encoder_name(self.encoder))
+        except BaseException:  # the width and encoder kept must be committed ones
+            self._dim, self._encoder_matches = None, False
+            raise
         return queued, others
 
     # --- reads ------------------------------------------------------------------------------
