@@ -96,7 +96,8 @@ class Tenant:
         id, bad input; nothing is written then), each session alone, so that one caller's mistake is
         not every caller's: its result or its error."""
         # a text two adds embedded keeps the first add's vector: written one after the other, the
-        # later add would have reused it from the store's embedding cache (batches may round apart)
+        # later add would have reused a fact's from the store's embedding cache (encoder batches may
+        # round apart); a turn or summary repeated across the batch gets it too
         table: dict[str, np.ndarray] = {}
         for _, vectors in items:
             for text, vector in vectors.items():
