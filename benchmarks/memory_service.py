@@ -34,6 +34,7 @@ BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 RETRIEVERS = ("best", "temporal")  # rotmem serve --retriever: BestMemory (the default), or TemporalMemory
 JSON = "application/json"
 MIXED = 0.1  # the share of adds among the requests of the mixed load levels
+NEAR_LARGEST, NEAR_REPS = 32, 5  # the encoder timed alone just before and after a level (module docs)
 ENCODER_THREADS = 1  # the server's --encoder-threads: the 2 cores run the server, the encoder and the clients
 
 
@@ -51,35 +52,53 @@ def new_fact(rng: random.Random) -> dict:
     return {"subject": subject, "relation": relation, "object": f"new{rng.randrange(10**9)}"}
 
 
-def encoder_curve(args) -> Iterator[Row]:
-    """The service's encoder (``rotmem serve``'s class, device and threads) timed alone: sentences/s at
-    each batch size on new questions and new facts (as the clients send them), the median of ``reps``
-    rounds over every size (``runner.interleaved``), after a warm-up batch (benchmarks/README.md)."""
-    import torch
+class EncoderTimer:
+    """The service's encoder (``rotmem serve``'s class, device and threads) timed alone on new
+    questions and new facts, as the clients send them (benchmarks/README.md)."""
 
-    from benchmarks.runner import interleaved
-    from rotmem.memory import SentenceEncoder
-    from rotmem.memory.tem.store import fact_text
+    def __init__(self, device: str):
+        import torch
 
-    torch.set_num_threads(ENCODER_THREADS)
-    encoder = SentenceEncoder(device=args.device)
-    rng = random.Random(1)
-    makers = {"question": lambda: question(rng), "fact": lambda: fact_text(*new_fact(rng).values())}
-    encoder.encode([makers["question"]() for _ in range(max(args.batch_sizes))])  # loads the model, warms it
+        from rotmem.memory import SentenceEncoder
+        from rotmem.memory.tem.store import fact_text
 
-    def timer(make: Callable[[], str], size: int) -> Callable[[], float]:
-        def ms() -> float:
-            batch = [make() for _ in range(size)]
-            start = time.perf_counter()
-            encoder.encode(batch)
-            return (time.perf_counter() - start) * 1e3
+        torch.set_num_threads(ENCODER_THREADS)
+        self.encoder = SentenceEncoder(device=device)
+        rng = random.Random(1)
+        self.makers = {"question": lambda: question(rng), "fact": lambda: fact_text(*new_fact(rng).values())}
+        self.encoder.encode([self.makers["question"]() for _ in range(64)])  # loads the model, warms it
 
-        return ms
+    def curve(self, texts: Sequence[str], sizes: Sequence[int], reps: int) -> list[Row]:
+        """Rows ``encoder``: sentences/s at each of ``sizes`` on each kind of ``texts``, the median of
+        ``reps`` rounds over every size (``runner.interleaved``: a drift in load hits all alike)."""
+        from benchmarks.runner import interleaved
 
-    timers = {(texts, size): timer(make, size) for texts, make in makers.items() for size in args.batch_sizes}
-    for (texts, size), ms in interleaved(timers, args.reps).items():  # a drift in load hits every size alike
-        yield {"row": "encoder", "device": encoder.device, "texts": texts, "batch_size": size,
-               "reps": args.reps, "sentences_per_s": round(size * 1e3 / float(np.median(ms)), 1)}  # fmt: skip
+        def timer(make: Callable[[], str], size: int) -> Callable[[], float]:
+            def ms() -> float:
+                batch = [make() for _ in range(size)]
+                start = time.perf_counter()
+                self.encoder.encode(batch)
+                return (time.perf_counter() - start) * 1e3
+
+            return ms
+
+        timers = {(kind, size): timer(self.makers[kind], size) for kind in texts for size in sizes}
+        return [
+            {
+                "row": "encoder",
+                "device": self.encoder.device,
+                "texts": kind,
+                "batch_size": size,
+                "reps": reps,
+                "sentences_per_s": round(size * 1e3 / float(np.median(ms)), 1),
+            }
+            for (kind, size), ms in interleaved(timers, reps).items()
+        ]
+
+
+def encoder_curve(args, timer: EncoderTimer) -> list[Row]:
+    """The encoder's curve before the load: every ``--batch-sizes`` on questions and facts."""
+    return timer.curve(("question", "fact"), args.batch_sizes, args.reps)
 
 
 def encoder_bound(curve: Sequence[Row], texts: str, batch: float) -> float:
@@ -90,7 +109,7 @@ def encoder_bound(curve: Sequence[Row], texts: str, batch: float) -> float:
     return float(np.interp(np.log2(max(batch, 1.0)), np.log2(sizes), rates))
 
 
-def targets(load: list[Row], curve: list[Row], clients: int) -> list[Row]:
+def targets(load: list[Row], clients: int) -> list[Row]:
     """The rows ``target`` of one backend's load rows at ``clients`` (benchmarks/README.md)."""
     level = {share: r for r in load if r["clients"] == clients for share in [r["adds_share"]]}
     mixed, searching, adding = level[MIXED], level.get(0.0), level.get(1.0)
@@ -105,8 +124,7 @@ def targets(load: list[Row], curve: list[Row], clients: int) -> list[Row]:
         )
     rows = []
     for name, level, measured, texts, needed, sense in checks:
-        batch = level["mean_batch"] or 1.0
-        bound = level["search_p50_ms"] if texts is None else encoder_bound(curve, texts, batch)
+        bound = level["search_p50_ms"] if texts is None else level["encoder_bound_per_s"]
         ratio = measured / bound if bound else float("nan")
         rows.append({"row": "target", "backend": mixed["backend"], "encoder": mixed["encoder"],
                      "retriever": mixed["retriever"], "encoder_max_batch": mixed.get("encoder_max_batch"),
@@ -353,6 +371,7 @@ def run_load(
     backend: str,
     keys: Path,
     tokens: dict,
+    timer: EncoderTimer,
     curve: list[Row],
     retriever: str,
     encoder_batch: int | None,
@@ -361,20 +380,26 @@ def run_load(
     server = Server(store, keys, log, args.device, retriever, encoder_batch)
     run = f"r{time.time_ns()}"  # session ids never repeat those of an earlier run on the same file
     at = 16 if 16 in args.clients else max(args.clients)  # the client count the targets are checked at
+    near_sizes = [size for size in args.batch_sizes if size <= NEAR_LARGEST] or [min(args.batch_sizes)]
+    near_reps = min(args.reps, NEAR_REPS)
     rows = []
     try:
         server.wait_ready()
         max_batch = int(server.metrics()["rotmem_encoder_max_batch"])
         asyncio.run(run_clients(server.url, tokens[NAMESPACE], 4, 5.0, f"{backend}-{run}-warm-"))  # warm
         for clients, adds in [(clients, MIXED) for clients in args.clients] + [(at, 0.0), (at, 1.0)]:
+            asked = "fact" if adds >= 1 else "question"  # what the level's encoder calls mostly hold
+            alone = [timer.curve([asked], near_sizes, near_reps)] if clients == at else []
             calls, texts = server.batches()
             prefix = f"{backend}-{run}-n{clients}-{adds}-"
             cpu_before = (*server.cpu(), time.process_time())  # server, encoder worker, clients
             out = asyncio.run(run_clients(server.url, tokens[NAMESPACE], clients, args.seconds, prefix, adds))
             cpu_used = np.subtract((*server.cpu(), time.process_time()), cpu_before)
             calls_after, texts_after = server.batches()
-            asked = "fact" if adds >= 1 else "question"  # what the level's encoder calls mostly hold
+            alone += [timer.curve([asked], near_sizes, near_reps)] if clients == at else []
             mean_batch = (texts_after - texts) / max(calls_after - calls, 1)
+            near = [encoder_bound(rates, asked, mean_batch) for rates in alone]  # before, after
+            bound = float(np.mean(near)) if near else encoder_bound(curve, asked, mean_batch)
             ms = {kind: np.asarray(out[kind]) * 1000 for kind in ("search", "add")}
             rows.append({
                 "row": "load", "backend": backend, "encoder": "process", "retriever": retriever,
@@ -386,7 +411,10 @@ def run_load(
                 **{f"{k}_p{q}_ms": round(p(ms[k], q), 1) for k in ("search", "add") for q in (50, 95, 99)},
                 "encoder_max_batch": max_batch, "encoder_calls": int(calls_after - calls),
                 "mean_batch": round(mean_batch, 2),
-                "encoder_bound_per_s": round(encoder_bound(curve, asked, mean_batch), 1),
+                "encoder_curve_bound_per_s": round(encoder_bound(curve, asked, mean_batch), 1),
+                "encoder_before_per_s": round(near[0], 1) if near else None,
+                "encoder_after_per_s": round(near[1], 1) if near else None,
+                "encoder_bound_per_s": round(bound, 1),
                 "server_cpu_cores": round(cpu_used[0] / args.seconds, 2),
                 "worker_cpu_cores": round(cpu_used[1] / args.seconds, 2),
                 "clients_cpu_cores": round(cpu_used[2] / args.seconds, 2),
@@ -394,7 +422,7 @@ def run_load(
             print(rows[-1], flush=True)
     finally:
         server.stop()
-    return rows + targets(rows, curve, at)
+    return rows + targets(rows, at)
 
 
 READER = """
@@ -451,14 +479,15 @@ def crash(args) -> Iterator[Row]:
 
 def measure(args: argparse.Namespace) -> Iterator[Row]:
     """The encoder's curve, then (phase ``load``) every backend's load levels and targets."""
-    curve = list(encoder_curve(args))
+    timer = EncoderTimer(args.device)
+    curve = encoder_curve(args, timer)
     yield from curve
     if "load" in args.phases:
         keys, tokens = make_keys(Path(args.work))
         for backend, store in stores(args):
             for retriever in args.retrievers:
                 for cap in args.encoder_batch:
-                    yield from run_load(args, store, backend, keys, tokens, curve, retriever, cap)
+                    yield from run_load(args, store, backend, keys, tokens, timer, curve, retriever, cap)
 
 
 def plot(rows: list[Row], path: Path) -> None:

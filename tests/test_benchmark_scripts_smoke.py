@@ -131,6 +131,13 @@ def test_memory_service_tiny(tmp_path):
     assert all((int(r["adds"]) > 0) == (float(r["adds_share"]) > 0) for r in load)
     assert all(int(r["encoder_calls"]) > 0 and float(r["mean_batch"]) >= 1 for r in load)  # from /metrics
     assert all(int(r["encoder_max_batch"]) == 8 for r in load)  # the server's default cap on the CPU
+    for r in load:  # at the targets' client count, the encoder is timed alone before and after the level
+        near = [r["encoder_before_per_s"], r["encoder_after_per_s"]]
+        bound = float(r["encoder_bound_per_s"])
+        if int(r["clients"]) == 2:
+            assert bound == pytest.approx(sum(map(float, near)) / 2, abs=0.1) and bound > 0
+        else:
+            assert near == ["", ""] and bound == float(r["encoder_curve_bound_per_s"])
     targets = [r for r in rows if r["row"] == "target"]
     assert [(r["target"], r["encoder"], r["retriever"], int(r["clients"])) for r in targets] == [
         (target, "process", retriever, 2)
@@ -166,47 +173,62 @@ def test_memory_service_encoder_curve_tiny(tmp_path):
     assert all(float(r["sentences_per_s"]) > 0 for r in rows)
 
 
-def test_memory_service_targets_interpolate_the_encoder_curve():
-    """The targets' bound: the encoder's sentences/s at the mean batch reached, linear in log2(batch)."""
-    from benchmarks.memory_service import targets
+def test_memory_service_bound_interpolates_the_encoder_curve():
+    """The throughput bound: the encoder's sentences/s at the mean batch reached, linear in log2(batch),
+    its last value beyond the curve."""
+    from benchmarks.memory_service import encoder_bound
 
     curve = [
         {"texts": texts, "batch_size": size, "sentences_per_s": rate}
         for texts in ("question", "fact")
         for size, rate in ((1, 50.0), (2, 80.0), (4, 120.0), (8, 150.0))
     ]
-    common = {
-        "backend": "sqlite",
-        "encoder": "process",
-        "retriever": "best",
-        "records": 10,
-        "clients": 16,
-        "search_p50_ms": 100.0,
-    }
+    assert encoder_bound(curve, "question", 2 * 2**0.5) == pytest.approx(100.0)  # midway (log2) of 2 and 4
+    assert encoder_bound(curve, "fact", 16.0) == 150.0
+    assert encoder_bound(curve, "fact", 0.5) == 50.0
+
+
+def test_memory_service_targets_read_each_levels_own_bound():
+    """The targets at 16 clients: the mixed level's p99 / p50, the search-only level's searches/s
+    and p99 / p50, the add-only level's facts/s, each against its level's bound (the encoder timed
+    alone just before and after it)."""
+    from benchmarks.memory_service import targets
+
+    common = {"backend": "sqlite", "encoder": "process", "retriever": "best", "records": 10, "clients": 16}
     load = [
         {
             **common,
             "adds_share": 0.1,
-            "mean_batch": 2 * 2**0.5,
+            "mean_batch": 3.0,
             "searches_per_s": 90.0,
+            "search_p50_ms": 100.0,
             "search_p99_ms": 400.0,
+            "encoder_bound_per_s": 110.0,
         },
         {
             **common,
             "adds_share": 0.0,
-            "mean_batch": 2 * 2**0.5,
+            "mean_batch": 3.0,
             "searches_per_s": 90.0,
+            "search_p50_ms": 100.0,
             "search_p99_ms": 250.0,
+            "encoder_bound_per_s": 100.0,
         },
-        {**common, "adds_share": 1.0, "mean_batch": 16.0, "searches_per_s": 0.0, "adds_per_s": 130.0},
+        {
+            **common,
+            "adds_share": 1.0,
+            "mean_batch": 16.0,
+            "searches_per_s": 0.0,
+            "adds_per_s": 130.0,
+            "encoder_bound_per_s": 150.0,
+        },
     ]
-    rows = targets(load, curve, 16)
-    got = [(r["target"], r["adds_share"], r["bound"], r["ratio"], r["passed"]) for r in rows]
+    got = [(r["target"], r["adds_share"], r["bound"], r["ratio"], r["passed"]) for r in targets(load, 16)]
     assert got == [
         ("search p99 vs p50", 0.1, 100.0, 4.0, False),  # the mixed level's latency
-        ("search-only searches/s vs encoder questions/s", 0.0, 100.0, 0.9, True),  # midway (log2) of 2 and 4
+        ("search-only searches/s vs encoder questions/s", 0.0, 100.0, 0.9, True),
         ("search-only p99 vs p50", 0.0, 100.0, 2.5, True),
-        ("add-only facts/s vs encoder facts/s", 1.0, 150.0, 0.867, True),  # beyond the curve: its last value
+        ("add-only facts/s vs encoder facts/s", 1.0, 150.0, 0.867, True),
     ]
 
 
