@@ -3,6 +3,7 @@
 python -m benchmarks.memory_service prepare          # preloads --records facts (random vectors)
 python -m benchmarks.memory_service load crash       # the timed part (~7 minutes)
 python -m benchmarks.memory_service encoder --device cuda   # the encoder's curve alone
+python -m benchmarks.memory_service contention --reps 8     # the encoder beside work on the other core
 """
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path
@@ -477,6 +478,48 @@ def crash(args) -> Iterator[Row]:
                    "sessions_on_disk": len(state["sessions"])}  # fmt: skip
 
 
+def _spin(stop) -> None:
+    """Integer work on one core until ``stop`` is set."""
+    count = 0
+    while not stop.is_set():
+        for _ in range(100_000):
+            count += 1
+
+
+def _stream(stop) -> None:
+    """Reads of a 150 MB array (more than the last-level cache) until ``stop`` is set."""
+    values = np.ones(150_000_000 // 4, np.float32)
+    while not stop.is_set():
+        values.sum()
+
+
+def contention(args) -> Iterator[Row]:
+    """Phase ``contention``: the encoder alone on one core (questions at batch 8), with the other
+    core idle, running a busy loop, or reading a 150 MB array; ``--reps`` rounds, the three in turn
+    (Linux: the cores are pinned with ``sched_setaffinity``)."""
+    import multiprocessing
+
+    os.sched_setaffinity(0, {0})
+    timer = EncoderTimer(args.device)
+    rates: dict[str, list[float]] = {"idle": [], "busy loop": [], "memory stream": []}
+    for _ in range(args.reps):
+        for beside, work in (("idle", None), ("busy loop", _spin), ("memory stream", _stream)):
+            stop = multiprocessing.Event()
+            other = None if work is None else multiprocessing.Process(target=work, args=(stop,))
+            if other is not None:
+                other.start()
+                os.sched_setaffinity(other.pid, {1})
+                time.sleep(0.5)
+            rates[beside].append(timer.curve(["question"], [8], 8)[0]["sentences_per_s"])
+            stop.set()
+            if other is not None:
+                other.join()
+    for beside, values in rates.items():
+        yield {"row": "contention", "device": timer.encoder.device, "texts": "question", "batch_size": 8,
+               "reps": args.reps, "other_core": beside, "sentences_per_s": round(float(np.median(values)), 1),
+               "vs_idle": round(float(np.median(values) / np.median(rates["idle"])), 3)}  # fmt: skip
+
+
 def measure(args: argparse.Namespace) -> Iterator[Row]:
     """The encoder's curve, then (phase ``load``) every backend's load levels and targets."""
     timer = EncoderTimer(args.device)
@@ -515,7 +558,7 @@ def plot(rows: list[Row], path: Path) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("phases", nargs="+", choices=("prepare", "encoder", "load", "crash"))
+    parser.add_argument("phases", nargs="+", choices=("prepare", "encoder", "load", "crash", "contention"))
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--seconds", type=float, default=15.0, help="load time per client count")
@@ -555,6 +598,10 @@ def main(argv: list[str] | None = None) -> int:
         run_prepare(args)
     if {"encoder", "load"} & set(args.phases):
         SPEC.run(args, command)
+    if "contention" in args.phases:
+        rows = list(contention(args))
+        print(*rows, sep="\n")
+        write_csv(args.out.with_name("memory_service_contention.csv"), rows, command, commit_of())
     if "crash" in args.phases:
         rows = list(crash(args))
         print(*rows, sep="\n")

@@ -173,6 +173,20 @@ def test_memory_service_encoder_curve_tiny(tmp_path):
     assert all(float(r["sentences_per_s"]) > 0 for r in rows)
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or os.cpu_count() < 2, reason="needs 2 cores, Linux")
+def test_memory_service_contention_tiny(tmp_path):
+    """The encoder alone beside an idle core, a busy loop and a memory stream (``contention``)."""
+    pytest.importorskip("sentence_transformers")
+    run_script(
+        "-m", "benchmarks.memory_service", "contention", "--reps", "1", "--device", "cpu",
+        "--out", str(tmp_path / "memory_service.csv"), timeout=300,
+    )  # fmt: skip
+    rows = read_rows(tmp_path / "memory_service_contention.csv")
+    assert [r["other_core"] for r in rows] == ["idle", "busy loop", "memory stream"]
+    assert all(float(r["sentences_per_s"]) > 0 for r in rows) and float(rows[0]["vs_idle"]) == 1.0
+
+
 def test_memory_service_bound_interpolates_the_encoder_curve():
     """The throughput bound: the encoder's sentences/s at the mean batch reached, linear in log2(batch),
     its last value beyond the curve."""
