@@ -387,7 +387,8 @@ def _sessions(prefix: str, count: int, date: int) -> list[dict]:
 
 def test_a_namespaces_tables_are_frozen_out_of_the_collector_as_they_double(tmp_path, monkeypatch):
     """``gc.freeze`` after the first search (the retriever's tables built) and again only once the
-    namespace holds twice the facts: a full collection no longer walks them under load."""
+    namespace holds twice the facts: a full collection no longer walks them under load; closing the
+    pool hands them back."""
     import gc
 
     freezes: list[int] = []
@@ -408,6 +409,8 @@ def test_a_namespaces_tables_are_frozen_out_of_the_collector_as_they_double(tmp_
             memory.add_sessions(_sessions("u", 1, 19002))
         pool.search("alice", "who likes tea", 3, None)
         assert len(freezes) == 2 and pool._tenants["alice"].frozen_at == 8
+        pool.close()
+        assert gc.get_freeze_count() == 0  # handed back to the collector (at exit, too)
     finally:
         gc.unfreeze()
         pool.close()

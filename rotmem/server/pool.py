@@ -299,13 +299,15 @@ class MemoryPool:
         return None
 
     def close(self) -> None:
-        """Close every namespace, then the encoder when it has a ``close`` (``ProcessEncoder``)."""
+        """Close every namespace, hand the frozen objects back to the garbage collector
+        (``Tenant._settle_heap``), then close the encoder when it has a ``close`` (``ProcessEncoder``)."""
         with self._lock:
             for tenant in self._tenants.values():
                 with tenant.lock:
                     tenant.closed = True
                     tenant.memory.close()
             self._tenants.clear()
+        gc.unfreeze()  # what ``_settle_heap`` froze is collected again (at exit, too)
         close_encoder = getattr(self.encoder.inner, "close", None)
         if close_encoder is not None:
             close_encoder()
