@@ -56,11 +56,12 @@ def test_an_error_reaches_the_caller_and_the_encoder_keeps_working():
     assert encoder.encode(["fine"]).shape == (1, 32)
 
 
-def test_prepared_texts_skip_the_model_on_this_thread_inside_the_context_only():
+def test_texts_embedded_ahead_skip_the_model_on_this_thread_inside_the_context_only():
     inner = SlowEncoder()
     encoder = ServiceEncoder(inner)
-    with encoder.prepared(["Ann lives in Rome", "Ann lives in Rome", "a turn"]):
-        assert inner.batches == [2]  # a repeated text is embedded once
+    table = encoder.vectors_of(["Ann lives in Rome", "Ann lives in Rome", "a turn"])
+    assert inner.batches == [2] and list(table) == ["Ann lives in Rome", "a turn"]  # each text once
+    with encoder.using(table):
         vectors = encoder.encode(["a turn", "Ann lives in Rome"])
         assert inner.batches == [2]
         np.testing.assert_array_equal(vectors, HashingEncoder(32).encode(["a turn", "Ann lives in Rome"]))

@@ -24,11 +24,11 @@ the encoder has one question or none (a convoy that repeats), and MiniLM on a CP
 
 - ``encode(texts)``: the vectors of ``texts`` (``[n, D]``), through a ``Batcher`` over
   ``inner.encode``.
-- ``prepared(texts)``: a context in which this thread's ``encode`` returns the vectors of these
-  texts without the model (encoded on entry, batched with other threads'); ``vectors_of(texts)``
-  and ``using(table)`` are its two halves, for a thread that writes what others embedded. The HTTP
-  server embeds an add's facts this way before it takes the namespace lock, so the lock is held
-  only for the write itself.
+- ``vectors_of(texts)``: ``text -> vector``, embedded now (batched with other threads'), and
+  ``using(table)``: a context in which this thread's ``encode`` of those texts returns them without
+  the model. The HTTP server embeds an add's texts before it takes the namespace lock, and the
+  thread that writes a batch of adds uses the vectors its callers embedded, so the lock is held only
+  for the write itself.
 - ``batch_sizes()``: its batcher's count of model calls by batch size; ``metrics_text`` writes it
   (and the model's device) in Prometheus' text format for ``GET /metrics``.
 """
@@ -181,7 +181,7 @@ class ServiceEncoder:
         return np.asarray(self.inner.encode(texts), dtype=np.float32)
 
     def encode(self, texts: list[str], on_done: Callable[[], None] | None = None) -> np.ndarray:
-        """``[len(texts), D]``: prepared texts from this thread's ``prepared`` table, others batched;
+        """``[len(texts), D]``: from this thread's ``using`` table when it holds them all, else batched;
         ``on_done`` as ``Batcher.submit``'s (called once the vectors are ready)."""
         texts = list(texts)
         table = getattr(self._prepared, "table", None)
@@ -206,10 +206,6 @@ class ServiceEncoder:
             yield
         finally:
             self._prepared.table = None
-
-    def prepared(self, texts: Sequence[str]) -> Any:
-        """Embed ``texts`` now; inside the context this thread's ``encode`` of them skips the model."""
-        return self.using(self.vectors_of(texts))
 
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)
