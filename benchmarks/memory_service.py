@@ -3,7 +3,7 @@
 python -m benchmarks.memory_service prepare          # preloads --records facts (random vectors)
 python -m benchmarks.memory_service load crash       # the timed part (~7 minutes)
 python -m benchmarks.memory_service encoder --device cuda   # the encoder's curve alone
-python -m benchmarks.memory_service contention --reps 8     # the encoder beside work on the other core
+python -m benchmarks.memory_service contention --reps 9     # the encoder beside work on the other core
 """
 
 if not __package__:  # run as a file, which would put benchmarks/ on sys.path

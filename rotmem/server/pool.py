@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,10 +50,28 @@ class SearchResult:
     presented: list[TemporalRecord] = field(default_factory=list)
 
 
+def _each_alone(run: Callable[[list[Any]], list[Any]], items: list[Any]) -> list[Any]:
+    """``run(items)``; when that raises ``ValueError`` (a caller's bad input) for several items,
+    ``run`` of each item alone, so that one caller's mistake is not every caller's: per item, its
+    result or its error."""
+    try:
+        return run(items)
+    except ValueError:
+        if len(items) == 1:
+            raise
+    out: list[Any] = []
+    for item in items:
+        try:
+            out += run([item])
+        except ValueError as error:
+            out.append(error)
+    return out
+
+
 @dataclass
 class Tenant:
     """One namespace's open memory, the ``BestMemory`` that searches it, the lock that serialises
-    their use, and its search batches."""
+    their use, and its search and write batches."""
 
     memory: TemporalMemory
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -72,29 +90,19 @@ class Tenant:
             self.best = BestMemory(self.memory, rerank=False, present=True)  # module docs
 
     def _search_batch(self, items: list[tuple[Query, np.ndarray]]) -> list[SearchResult | ValueError]:
-        """The batch's results; when it fails on bad input, each query alone (its own result or error),
-        so one caller's mistake is not every caller's."""
+        """The batch's results (``_each_alone`` when it fails on bad input), then ``_settle_heap``."""
         with self.lock:
             if self.closed:  # deleted while the batch waited
                 return [SearchResult([], None) for _ in items]
             try:
-                return self._search(items)
-            except ValueError:
-                if len(items) == 1:
-                    raise
-            out: list[SearchResult | ValueError] = []
-            for item in items:
-                try:
-                    out += self._search([item])
-                except ValueError as error:
-                    out.append(error)
-            return out
+                return _each_alone(self._search, items)
+            finally:
+                self._settle_heap()
 
     def _write_batch(self, items: list[tuple[dict[str, Any], dict[str, np.ndarray]]]) -> list[Any]:
         """The sessions of concurrent adds (each with the vectors of its texts) in one transaction:
-        one commit for all. When that fails on a caller's mistake (``ValueError``: a repeated session
-        id, bad input; nothing is written then), each session alone, so that one caller's mistake is
-        not every caller's: its result or its error."""
+        one commit for all (``_each_alone`` when it fails on a caller's mistake: nothing is written
+        then)."""
         # a text two adds embedded keeps the first add's vector: written one after the other, the
         # later add would have reused a fact's from the store's embedding cache (encoder batches may
         # round apart); a turn or summary repeated across the batch gets it too
@@ -105,25 +113,7 @@ class Tenant:
         with self.lock, self.encoder.using(table):
             if self.closed:  # deleted while the batch waited
                 raise RuntimeError("the namespace was deleted during this write; nothing was written")
-            sessions = [session for session, _ in items]
-            try:
-                return self.memory.add_sessions(sessions)
-            except ValueError:
-                if len(sessions) == 1:
-                    raise
-            out: list[Any] = []
-            for session in sessions:
-                try:
-                    out += self.memory.add_sessions([session])
-                except ValueError as error:
-                    out.append(error)
-            return out
-
-    def _search(self, items: list[tuple[Query, np.ndarray]]) -> list[SearchResult]:
-        try:
-            return self._search_now(items)
-        finally:
-            self._settle_heap()
+            return _each_alone(self.memory.add_sessions, [session for session, _ in items])
 
     def _settle_heap(self) -> None:
         """Once the namespace holds at least twice the facts it held the last time (its first
@@ -136,7 +126,7 @@ class Tenant:
             gc.freeze()
             self.frozen_at = facts
 
-    def _search_now(self, items: list[tuple[Query, np.ndarray]]) -> list[SearchResult]:
+    def _search(self, items: list[tuple[Query, np.ndarray]]) -> list[SearchResult]:
         queries = [query for query, _ in items]
         vectors = np.stack([vector for _, vector in items])
         if self.best is None:  # TemporalMemory: its records come in TEM's presentation order

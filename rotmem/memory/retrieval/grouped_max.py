@@ -42,9 +42,9 @@ class GroupedMax:
         self._items.extend(items)
         self._groups.extend(groups)
         if groups.min() <= self._last:  # an older group grows: both parts anew
-            for part in (self._single_items, self._single_groups, self._shared_items, self._shared_starts):
+            parts = (self._single_items, self._single_groups, self._shared_items, self._shared_starts)
+            for part in (*parts, self._shared_groups):
                 part.clear()
-            self._shared_groups.clear()
             items, groups = self._items.values, self._groups.values
         self._split(items, groups)
         self._last = int(self._groups.values.max())
