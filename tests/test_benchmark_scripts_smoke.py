@@ -102,6 +102,21 @@ def test_kernels_step_variants_tiny(tmp_path):
     assert all(r["mode"] == "forward+backward" for r in rows.values())
 
 
+def test_search_route_tiny(tmp_path):
+    """``search_route.py``: both paths answer the stub's search (the script checks each 200) and get a
+    row each, the framework's the ratios' base."""
+    pytest.importorskip("fastapi", reason='needs the server extra: pip install "rotmem[server]"')
+    out = tmp_path / "search_route.csv"
+    run_script(
+        "-m", "benchmarks.search_route", "--requests", "64", "--concurrency", "4", "--rounds", "2",
+        "--records", "3", "--out", str(out),
+    )  # fmt: skip
+    rows = {r["path"]: r for r in read_rows(out)}
+    assert set(rows) == {"shortcut", "framework"} and rows["framework"]["vs_framework"] == "1.0"
+    assert all(float(r["cpu_us_per_request"]) > 0 and r["records"] == "3" for r in rows.values())
+    assert all("python -m benchmarks.search_route --requests 64" in r["command"] for r in rows.values())
+
+
 @pytest.mark.slow
 def test_memory_service_tiny(tmp_path):
     """``memory_service.py`` on SQLite: the server on 127.0.0.1 under 1 and 2 clients, then one

@@ -649,3 +649,31 @@ def test_the_default_retriever_is_best_memory_and_a_bad_one_is_named(tmp_path):
             pool.close()
     with pytest.raises(ValueError, match="unknown retriever 'bm25'; expected one of"):
         MemoryPool(str(tmp_path), HashingEncoder(8), retriever="bm25")
+
+
+def test_the_search_shortcut_answers_as_the_framework_route_does(sqlite_service, monkeypatch):
+    import rotmem.server.app as app_module
+
+    threads = []
+    search_json = app_module.search_json
+
+    def spy(*args):
+        threads.append(threading.current_thread().name)
+        return search_json(*args)
+
+    monkeypatch.setattr(app_module, "search_json", spy)
+    question = {"question": "Where does Ann live?", "k": 5}
+    with sqlite_service.client("a") as a:
+        add(a, "s1", "2020-01-05", [fact("Ann", "lives in", "Oslo")], "Ann: Oslo")
+        add(a, "s2", "2021-03-01", [fact("Ann", "moved to", "Lima")], "Ann: Lima")
+        shortcut = a.post("/v1/search", json=question)
+        monkeypatch.setattr(app_module.SearchShortcut, "__call__", lambda *args: _not_taken())
+        framework = a.post("/v1/search", json=question)
+    assert threads[0].startswith("search") and not threads[1].startswith("search")  # the two paths
+    assert shortcut.status_code == framework.status_code == 200
+    assert shortcut.json() == framework.json() and shortcut.json()["records"]
+    assert shortcut.headers["content-type"] == framework.headers["content-type"]
+
+
+async def _not_taken() -> bool:
+    return False

@@ -30,8 +30,11 @@ detail leaves the server).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
 from rotmem.extras import require
@@ -40,7 +43,7 @@ require("fastapi", "rotmem serve")
 from fastapi import Depends, FastAPI, Request  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse, PlainTextResponse  # noqa: E402
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field  # noqa: E402
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError  # noqa: E402
 from starlette.exceptions import HTTPException  # noqa: E402
 
 from rotmem.data import date_of  # noqa: E402
@@ -53,6 +56,8 @@ from rotmem.server.keys import KeyRing  # noqa: E402
 from rotmem.server.pool import MemoryPool  # noqa: E402
 
 MAX_BODY_BYTES = 1 << 20  # 1 MiB per request by default
+SEARCH_THREADS = 40  # searches waiting on the encoder or their batch at once (anyio's default too)
+SERVER_LOG = logging.getLogger("uvicorn.error")  # where uvicorn writes a failed request's traceback
 JSON_TYPE = "application/json"
 
 
@@ -112,6 +117,73 @@ def one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
+def refusal(error: Exception) -> JSONResponse:
+    """The ``{"error": ...}`` response to what a route raised: a ``ServiceError`` with its status, a
+    stored session id again 409, other bad input (``ValueError``) 400; anything else is the server's
+    fault, whose detail stays in its log: 500."""
+    if isinstance(error, ServiceError):
+        return JSONResponse({"error": one_line(error)}, status_code=error.status)
+    if isinstance(error, DuplicateSessionError):
+        return JSONResponse({"error": one_line(error)}, status_code=409)
+    if isinstance(error, ValueError):
+        return JSONResponse({"error": one_line(error)}, status_code=400)
+    return JSONResponse({"error": "internal server error"}, status_code=500)
+
+
+def namespace_of(keys: KeyRing, authorization: str) -> str:
+    """The namespace of the key in an ``Authorization: Bearer <key>`` header (401 otherwise)."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ServiceError(401, "missing API key: send 'Authorization: Bearer <key>'")
+    found = keys.namespace_of(token.strip())
+    if found is None:
+        raise ServiceError(401, "unknown API key")
+    return found
+
+
+def search_json(pool: MemoryPool, namespace: str, body: SearchIn) -> dict[str, Any]:
+    """``POST /v1/search``'s answer to ``body`` in ``namespace`` (module docs)."""
+    now = None if body.now is None else check_day(body.now, "search", "now")
+    found = pool.search(namespace, body.question, body.k, now)
+    records = [{**record_json(r.record, r.t_happen, r.t_obs), "score": r.score} for r in found.records]
+    return {"records": records, "evidence": render_timed(found.presented), "mode": found.mode}
+
+
+class SearchShortcut:
+    """``POST /v1/search`` without the framework's layers when the request is well formed: a known
+    key and a body the schema takes (``SearchIn.model_validate_json``). The answer is the route's
+    (``search_json`` in the thread pool, errors by ``refusal``), for about a third of the server's
+    CPU per request outside the search itself (docs/memory.md, "Under load"). Any other request,
+    a malformed one included, goes on to the framework, which refuses it as every route does."""
+
+    PATH = "/v1/search"
+
+    def __init__(self, pool: MemoryPool, keys: KeyRing):
+        self.pool, self.keys = pool, keys
+        self.threads = ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="search")
+
+    async def __call__(self, scope: dict, headers: dict[bytes, bytes], body: bytes, send: Any) -> bool:
+        """Answer the request and return True, or return False having sent nothing."""
+        if scope["method"] != "POST" or scope["path"] != self.PATH:
+            return False
+        try:
+            namespace = namespace_of(self.keys, headers.get(b"authorization", b"").decode("latin-1"))
+            request = SearchIn.model_validate_json(body)
+        except (ServiceError, ValidationError):
+            return False
+        try:
+            answer = await asyncio.get_running_loop().run_in_executor(
+                self.threads, search_json, self.pool, namespace, request
+            )
+            response = JSONResponse(answer)
+        except Exception as error:  # noqa: BLE001 - each kind is answered as the routes' are
+            if refusal(error).status_code == 500:
+                SERVER_LOG.exception("POST %s failed", self.PATH)
+            response = refusal(error)
+        await response(scope, None, send)
+        return True
+
+
 def validation_message(errors: Sequence[Mapping[str, Any]]) -> str:
     """The first schema error as ``body.field: message`` (one line)."""
     first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
@@ -157,10 +229,11 @@ def record_json(record: Record, t_happen: float | None = None, t_obs: float | No
 class BodyGuard:
     """ASGI middleware that reads the whole request body before the app sees it: 413 for a body over
     ``limit`` bytes (declared by ``Content-Length`` or streamed in chunks), 415 for a non-empty body
-    that is not ``application/json``; both in the ``{"error": ...}`` shape."""
+    that is not ``application/json``; both in the ``{"error": ...}`` shape. Then ``shortcut``
+    (``SearchShortcut``) may answer the request; else the app does."""
 
-    def __init__(self, app: Any, limit: int):
-        self.app, self.limit = app, int(limit)
+    def __init__(self, app: Any, limit: int, shortcut: SearchShortcut | None = None):
+        self.app, self.limit, self.shortcut = app, int(limit), shortcut
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -187,6 +260,8 @@ class BodyGuard:
         if body and not is_json(content_type):
             got = f"content type {content_type!r}" if content_type else "no content type"
             await refuse(send, 415, f"the body must be JSON: send 'Content-Type: {JSON_TYPE}' (got {got})")
+            return
+        if self.shortcut is not None and await self.shortcut(scope, headers, body, send):
             return
         replayed = False
 
@@ -232,16 +307,10 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
     )
 
     @app.exception_handler(ServiceError)
-    async def service_error(_: Request, error: ServiceError) -> JSONResponse:
-        return JSONResponse({"error": one_line(error)}, status_code=error.status)
-
     @app.exception_handler(DuplicateSessionError)
-    async def duplicate(_: Request, error: DuplicateSessionError) -> JSONResponse:
-        return JSONResponse({"error": one_line(error)}, status_code=409)
-
     @app.exception_handler(ValueError)
-    async def bad_input(_: Request, error: ValueError) -> JSONResponse:
-        return JSONResponse({"error": one_line(error)}, status_code=400)
+    async def route_error(_: Request, error: Exception) -> JSONResponse:
+        return refusal(error)
 
     @app.exception_handler(RequestValidationError)
     async def bad_body(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -261,14 +330,7 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
     async def namespace(request: Request) -> str:
         # async: a few microseconds of hashing run on the event loop, where a plain function would
         # cost every request a round trip through the thread pool
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise ServiceError(401, "missing API key: send 'Authorization: Bearer <key>'")
-        found = keys.namespace_of(token.strip())
-        if found is None:
-            raise ServiceError(401, "unknown API key")
-        return found
+        return namespace_of(keys, request.headers.get("authorization", ""))
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
@@ -318,11 +380,7 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
 
     @app.post("/v1/search")
     def search(body: SearchIn, ns: str = Depends(namespace)) -> JSONResponse:
-        now = None if body.now is None else check_day(body.now, "search", "now")
-        found = pool.search(ns, body.question, body.k, now)
-        records = [{**record_json(r.record, r.t_happen, r.t_obs), "score": r.score} for r in found.records]
-        evidence = render_timed(found.presented)
-        return JSONResponse({"records": records, "evidence": evidence, "mode": found.mode})
+        return JSONResponse(search_json(pool, ns, body))
 
     @app.get("/v1/subjects/{subject:path}/history")
     def history(subject: str, relation: str | None = None, ns: str = Depends(namespace)) -> dict[str, Any]:
@@ -371,5 +429,4 @@ def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) 
     def delete_namespace(ns: str = Depends(namespace)) -> dict[str, Any]:
         return {"namespace": ns, "deleted": pool.delete(ns)}
 
-    app.add_middleware(BodyGuard, limit=max_body)
-    return app
+    return BodyGuard(app, max_body, SearchShortcut(pool, keys))
