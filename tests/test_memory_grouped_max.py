@@ -41,3 +41,41 @@ def test_new_groups_are_appended_and_an_older_group_that_grows_is_sorted_in():
     out = np.full(4, -np.inf, np.float32)
     grouped.max_into(out, values)
     np.testing.assert_array_equal(out, [7.0, 3.0, -2.0, -np.inf])  # group 3 has no items
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 8), pairs), min_size=1, max_size=6), st.integers(0, 2**32 - 1))
+def test_an_aligned_prefix_item_i_in_group_i_gives_the_same_bits(adds, seed):
+    """Facts without source turns, each its own unit, arrive as item i in group i; other pairs may
+    follow, break the alignment or join older groups (the prefix copied as a slice, module docs)."""
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal(90).astype(np.float32)
+    values[rng.integers(0, 90, 3)] = rng.choice([np.nan, np.inf, -np.inf], 3)
+    grouped, items, groups, next_item = GroupedMax(), [], [], 0
+    for aligned, others in adds:
+        run = list(range(next_item, next_item + aligned))
+        next_item += aligned
+        new = [(i, i) for i in run] + [(40 + i, g) for i, g in others]
+        grouped.add(np.array([i for i, _ in new], np.int64), np.array([g for _, g in new], np.int64))
+        items += [i for i, _ in new]
+        groups += [g for _, g in new]
+        expected = np.full(60, -np.inf, np.float32)
+        with np.errstate(invalid="ignore"):
+            np.maximum.at(expected, np.array(groups, np.int64), values[np.array(items, np.int64)])
+        got = np.full(60, -np.inf, np.float32)
+        grouped.max_into(got, values)
+        np.testing.assert_array_equal(got.view(np.int32), expected.view(np.int32))
+
+
+def test_the_aligned_prefix_grows_with_each_aligned_add_and_stops_at_the_first_other_pair():
+    grouped = GroupedMax()
+    grouped.add(np.arange(4), np.arange(4))
+    grouped.add(np.arange(4, 6), np.arange(4, 6))
+    assert grouped._aligned == 6  # copied as one slice
+    grouped.add(np.array([9, 6]), np.array([6, 7]))  # item 9 in group 6: the alignment ends there
+    grouped.add(np.array([8]), np.array([8]))
+    assert grouped._aligned == 6
+    values = np.arange(10, dtype=np.float32)
+    out = np.full(9, -np.inf, np.float32)
+    grouped.max_into(out, values)
+    np.testing.assert_array_equal(out, [0, 1, 2, 3, 4, 5, 9, 6, 8])

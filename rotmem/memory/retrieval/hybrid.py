@@ -393,10 +393,13 @@ class HybridRetriever:
             unit_fact = np.full(n, -np.inf, dtype=np.float32)
             self._unit_facts.max_into(unit_fact, fact)
             scores = unit_turn + np.where(np.isfinite(unit_fact), unit_fact, low_turn)
-            out.append(scores + self.time_boost * self._time_matches(question, now))
+            matches = self._time_matches(question, now)
+            out.append(scores if matches is None else scores + self.time_boost * matches)
         return out
 
-    def _time_matches(self, question: str, now: Day | None) -> np.ndarray:
+    def _time_matches(self, question: str, now: Day | None) -> np.ndarray | None:
+        """``[units]`` 1.0 where the question's time mode boosts a unit (module docs, step 3), 0.0
+        elsewhere; None when it boosts none (a sum of 0 left out)."""
         if now is None and self.memory is not None:
             now = self.memory.latest_observation()
         asked = query_mode(question, 0 if now is None else as_day(now))
@@ -406,7 +409,7 @@ class HybridRetriever:
             units, days = self._day_pairs[:, 0].astype(np.int64), self._day_pairs[:, 1]
             inside = units[(asked.span.start <= days) & (days <= asked.span.end)]  # Span.contains
             return (np.bincount(inside, minlength=len(self._unit_turn)) > 0).astype(np.float32)
-        return np.zeros(len(self._unit_turn), dtype=np.float32)
+        return None
 
     def ranked(
         self, question: str, k: int = 10, *, vector: np.ndarray | None = None, now: Day | None = None
