@@ -252,13 +252,18 @@ class BestMemory:
         (the ``[historical]`` ones after it, in their order): the slot of a relation that TEM
         groups with another ("lives in", "moved to") is not the constraint's."""
         places: dict[str, list[int]] = defaultdict(list)
+        group_key = self.memory.store.group_key  # version_group's key, without its call
         for place, candidate in enumerate(ordered):
-            places[self.memory.store.version_group(candidate.record)].append(place)
+            places[group_key(candidate.record.subject, candidate.record.relation)].append(place)
         out = list(ordered)
         for group in places.values():
-            if len(group) == 1:  # most groups: one version, nothing to move
+            if len(group) == 1:  # one version, nothing to move
                 continue
-            members = sorted((ordered[p] for p in group), key=lambda c: c.record.historical)
+            members = [ordered[p] for p in group]
+            current = [c for c in members if not c.record.historical]
+            if len(current) in (0, len(members)):  # nothing to move before the historical ones
+                continue
+            members = current + [c for c in members if c.record.historical]  # a stable sort's order
             for place, member in zip(group, members, strict=True):
                 out[place] = member
         return out

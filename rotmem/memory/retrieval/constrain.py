@@ -106,14 +106,20 @@ def apply_constraint(
         naming.add(n for c in added for n in (c.record.subject, c.record.object))
         if entity_anchor is not None:
             anchors |= {id(c) for c in added if names_anchor(c)}
-    in_slot = [c for c in by_score if key is not None and naming.slot(c.record) == key]
+    in_slot = (
+        []
+        if key is None
+        else [c for c in by_score if c.record.relation == key[0] and naming.slot(c.record) == key]
+    )
     if entity_anchor is not None:
         days = [c.day for c in in_slot if id(c) in anchors and c.day is not None]
         anchor_day = min(days) if days else None
     window = _window(constraint, anchor_day)
     kept = replace(constraint, window=window)
-    inside = [c for c in by_score if kept.keeps(c.day)]
-    outside = [c for c in by_score if not kept.keeps(c.day)]
+    inside: list[Candidate] = []
+    outside: list[Candidate] = []
+    for c in by_score:
+        (inside if kept.keeps(c.day) else outside).append(c)
     tier = [c for c in in_slot if c.day is not None and kept.keeps(c.day) and id(c) not in anchors]
     if constraint.order is not None:
         sign = 1.0 if constraint.order == "earliest" else -1.0

@@ -444,10 +444,11 @@ class HybridRetriever:
         for question in questions:
             self._check(question, k)
         out = []
+        records, unit_records = self._records, self._unit_records
         for scores in self.scores_many(questions, vectors, nows):
             top = self._top_units(scores, k)
             hits = zip(top.tolist(), scores[top].tolist(), strict=True)
-            out.append([self._hit(u, score) for u, score in hits])
+            out.append([UnitHit(tuple([records[i] for i in unit_records[u]]), score) for u, score in hits])
         return out
 
     def _top(self, scores: np.ndarray, k: int) -> list[Evidence]:
@@ -478,9 +479,6 @@ class HybridRetriever:
         return sorted(
             items, key=lambda e: (e.session_index, e.turn.position if e.turn else 0, e.source or "")
         )
-
-    def _hit(self, u: int, score: float) -> UnitHit:
-        return UnitHit(tuple([self._records[i] for i in self._unit_records[u]]), score)
 
     def _evidence(self, u: int, score: float) -> Evidence:
         source, session_id, session_index = self._unit_key[u]

@@ -126,8 +126,9 @@ def asked_slot(
     the object role (the first of each), so that the slot need not be among the records.
     Without a named entity, the best record's slot."""
     votes: dict[str, float] = {}
+    named = naming.named
     for rank, record in enumerate(by_score):
-        if any(naming.slot(record)[1:]):
+        if record.subject in named or record.object in named:  # a named entity in its slot
             votes[record.relation] = votes.get(record.relation, 0.0) + 1.0 / (rank + 1)
     if not votes:
         return naming.slot(by_score[0]) if by_score else None
