@@ -21,13 +21,15 @@ Row = dict[str, object]
 
 
 def commit_of(root: Path = ROOT) -> str:
-    """The checkout's commit (``+dirty`` when tracked files differ from it), or ``unknown``."""
+    """The checkout's commit (``+dirty`` when tracked files other than ``benchmarks/results/`` differ
+    from it: a run's own CSVs, written before its later phases ask, do not count), or ``unknown``."""
     git = ["git", "-C", str(root)]
     try:
         head = subprocess.run(
             [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
         )
-        dirty = subprocess.run([*git, "diff", "--quiet", "HEAD"], capture_output=True).returncode
+        code = [".", ":(exclude)benchmarks/results"]
+        dirty = subprocess.run([*git, "diff", "--quiet", "HEAD", "--", *code], capture_output=True).returncode
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return f"{head.stdout.strip()}+dirty" if dirty else head.stdout.strip()

@@ -76,6 +76,26 @@ def test_commit_of_a_folder_outside_git(tmp_path):
     assert commit_of(tmp_path) == "unknown"
 
 
+def test_commit_of_is_dirty_for_changed_code_not_for_changed_results(tmp_path):
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "benchmarks" / "results" / "run.csv").write_text("a\n1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
+    clean = commit_of(tmp_path)
+    assert re.fullmatch(r"[0-9a-f]{4,40}", clean)
+    (tmp_path / "benchmarks" / "results" / "run.csv").write_text("a\n2\n")  # a run's own CSV
+    assert commit_of(tmp_path) == clean
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert commit_of(tmp_path) == f"{clean}+dirty"
+
+
 def test_out_dir_partial_rows_notes_and_measuring_nothing_allowed(tmp_path):
     from benchmarks.runner import read_csv
 

@@ -26,6 +26,9 @@ not UTF-8 or nested too deeply), 401 no or unknown key, 404 no such record or ro
 method, 409 a session id already stored, 413 a body over the limit (declared or chunked), 415 not
 JSON, 422 a body that does not match the schema or is malformed JSON, 500 an internal error (no
 detail leaves the server).
+
+A well-formed search (a known key, a body the schema takes) is answered by ``SearchShortcut``
+without FastAPI's layers, with the route's own function; every other request goes through FastAPI.
 """
 
 from __future__ import annotations
@@ -300,7 +303,8 @@ def texts_to_embed(body: SessionIn) -> list[str]:
 
 
 def create_app(pool: MemoryPool, keys: KeyRing, max_body: int = MAX_BODY_BYTES) -> Any:
-    """The FastAPI application serving ``pool`` to the holders of ``keys`` (module docs)."""
+    """The ASGI application serving ``pool`` to the holders of ``keys`` (module docs): ``BodyGuard``
+    with ``SearchShortcut`` around the FastAPI app (its ``.app``)."""
     app = FastAPI(
         title="rotmem memory",
         description="TEM versioned facts with [historical] labels, RoMem time-aware retrieval, per tenant.",
