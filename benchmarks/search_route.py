@@ -11,7 +11,8 @@ two apps; the medians over ``--rounds`` are kept.
     python -m benchmarks.search_route
 """
 
-from __future__ import annotations
+if not __package__:  # run as a file, which would put benchmarks/ on sys.path
+    raise SystemExit("run it as: python -m benchmarks.search_route (from the checkout's root)")
 
 import argparse
 import asyncio
