@@ -11,7 +11,6 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 
 import argparse
 import asyncio
-import itertools
 import json
 import os
 import random
@@ -130,7 +129,6 @@ def targets(load: list[Row], clients: int) -> list[Row]:
         ratio = measured / bound if bound else float("nan")
         rows.append({"row": "target", "backend": mixed["backend"], "encoder": mixed["encoder"],
                      "retriever": mixed["retriever"], "encoder_max_batch": mixed.get("encoder_max_batch"),
-                     "search_threads": mixed.get("search_threads"),
                      "records": mixed["records"], "clients": clients, "adds_share": level["adds_share"],
                      "mean_batch": level["mean_batch"],
                      "target": name, "measured": measured, "bound": round(bound, 1), "ratio": round(ratio, 3),
@@ -209,7 +207,6 @@ class Server:
         device: str = "auto",
         retriever: str = "best",
         encoder_batch: int | None = None,
-        search_threads: int | None = None,
     ):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -220,8 +217,6 @@ class Server:
                    "--device", device, "--retriever", retriever]  # fmt: skip
         if encoder_batch is not None:
             command += ["--encoder-batch", str(encoder_batch)]
-        if search_threads is not None:
-            command += ["--search-threads", str(search_threads)]
         with log.open("a") as stderr:
             self.process = subprocess.Popen(
                 command, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, stderr=stderr
@@ -381,10 +376,9 @@ def run_load(
     curve: list[Row],
     retriever: str,
     encoder_batch: int | None,
-    search_threads: int | None,
 ) -> list[Row]:
     log = keys.parent / f"serve-{backend}.log"
-    server = Server(store, keys, log, args.device, retriever, encoder_batch, search_threads)
+    server = Server(store, keys, log, args.device, retriever, encoder_batch)
     run = f"r{time.time_ns()}"  # session ids never repeat those of an earlier run on the same file
     at = 16 if 16 in args.clients else max(args.clients)  # the client count the targets are checked at
     near_sizes = [size for size in args.batch_sizes if size <= NEAR_LARGEST] or [min(args.batch_sizes)]
@@ -416,8 +410,7 @@ def run_load(
                 "searches_per_s": round(len(out["search"]) / args.seconds, 1),
                 "adds_per_s": round(len(out["add"]) / args.seconds, 1),
                 **{f"{k}_p{q}_ms": round(p(ms[k], q), 1) for k in ("search", "add") for q in (50, 95, 99)},
-                "encoder_max_batch": max_batch, "search_threads": search_threads,
-                "encoder_calls": int(calls_after - calls),
+                "encoder_max_batch": max_batch, "encoder_calls": int(calls_after - calls),
                 "mean_batch": round(mean_batch, 2),
                 "encoder_curve_bound_per_s": round(encoder_bound(curve, asked, mean_batch), 1),
                 "encoder_before_per_s": round(near[0], 1) if near else None,
@@ -536,8 +529,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         keys, tokens = make_keys(Path(args.work))
         for backend, store in stores(args):
             for retriever in args.retrievers:
-                for server in itertools.product(args.encoder_batch, args.search_threads):
-                    yield from run_load(args, store, backend, keys, tokens, timer, curve, retriever, *server)
+                for cap in args.encoder_batch:
+                    yield from run_load(args, store, backend, keys, tokens, timer, curve, retriever, cap)
 
 
 def plot(rows: list[Row], path: Path) -> None:
@@ -545,10 +538,10 @@ def plot(rows: list[Row], path: Path) -> None:
     if not rows:
         return
     fig, (left, right) = subplots(1, 2, figsize=(10, 4))
-    keys = ("backend", "encoder", "retriever", "encoder_max_batch", "search_threads")
+    keys = ("backend", "encoder", "retriever", "encoder_max_batch")
     for setup in sorted({tuple(str(r[key]) for key in keys) for r in rows}):
         mine = [r for r in rows if tuple(str(r[key]) for key in keys) == setup]
-        server = "/".join(setup[:3]) + f" (batch <= {setup[3]}, search threads {setup[4]})"
+        server = "/".join(setup[:3]) + f" (batch <= {setup[3]})"  # backend/encoder placement/retriever
         n = [r["clients"] for r in mine]
         left.plot(n, [r["searches_per_s"] for r in mine], "o-", label=server)
         bound = [0.8 * r["encoder_bound_per_s"] for r in mine]
@@ -587,13 +580,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=[None],
         help="rotmem serve --encoder-batch: a server and its load levels per value (default: the server's)",
-    )
-    parser.add_argument(
-        "--search-threads",
-        type=int,
-        nargs="+",
-        default=[None],
-        help="rotmem serve --search-threads: a server and its load levels per value (default: the server's)",
     )
     parser.add_argument("--reps", type=int, default=15, help="rounds over the sizes (medians kept)")
 

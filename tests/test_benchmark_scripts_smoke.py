@@ -129,7 +129,7 @@ def test_memory_service_tiny(tmp_path):
     run_script(
         "-m", "benchmarks.memory_service", "load", "crash", *common, "--clients", "1", "2", "--seconds", "2",
         "--cycles", "1", "--kill-after", "2", "--batch-sizes", "1", "4", "--reps", "1", "--device", "cpu",
-        "--search-threads", "2", timeout=600,
+        timeout=600,
     )  # fmt: skip
     rows = read_rows(out / "memory_service.csv")
     curve = [(r["texts"], int(r["batch_size"])) for r in rows if r["row"] == "encoder"]
@@ -146,7 +146,6 @@ def test_memory_service_tiny(tmp_path):
     assert all((int(r["adds"]) > 0) == (float(r["adds_share"]) > 0) for r in load)
     assert all(int(r["encoder_calls"]) > 0 and float(r["mean_batch"]) >= 1 for r in load)  # from /metrics
     assert all(int(r["encoder_max_batch"]) == 8 for r in load)  # the server's default cap on the CPU
-    assert all(r["search_threads"] == "2" for r in load)  # rotmem serve --search-threads, passed on
     for r in load:  # at the targets' client count, the encoder is timed alone before and after the level
         near = [r["encoder_before_per_s"], r["encoder_after_per_s"]]
         bound = float(r["encoder_bound_per_s"])
@@ -166,7 +165,6 @@ def test_memory_service_tiny(tmp_path):
         ]
     ]
     assert all(float(r["bound"]) > 0 and r["passed"] in ("True", "False") for r in targets)
-    assert all(r["search_threads"] == "2" for r in targets)
     crash = read_rows(out / "memory_service_crash.csv")
     assert len(crash) == 1 and int(crash[0]["acknowledged"]) > 0
     assert int(crash[0]["found"]) == int(crash[0]["acknowledged"])

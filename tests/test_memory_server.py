@@ -358,9 +358,6 @@ def test_keys_are_stored_hashed_and_added_from_the_cli(tmp_path, capsys):
     bad_threads = ["serve", "--keys", str(keys), "--store", str(tmp_path), "--encoder-threads", "0"]
     assert main(bad_threads) == 2
     assert "--encoder-threads must be at least 1, got 0" in capsys.readouterr().err
-    bad_search = ["serve", "--keys", str(keys), "--store", str(tmp_path), "--search-threads", "0"]
-    assert main(bad_search) == 2
-    assert "--search-threads must be at least 1, got 0" in capsys.readouterr().err
     bad_batch = ["serve", "--keys", str(keys), "--store", str(tmp_path), "--encoder-batch", "0"]
     assert main(bad_batch) == 2
     assert "--encoder-batch must be at least 1, got 0" in capsys.readouterr().err

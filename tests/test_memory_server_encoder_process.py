@@ -12,7 +12,6 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
 from rotmem.memory import HashingEncoder
 from rotmem.server.encoder_process import ProcessEncoder
@@ -98,13 +97,7 @@ def test_serve_builds_the_pool_on_a_worker_process_unless_asked_not_to(tmp_path)
 
     common = {"store": str(tmp_path), "encoder": "hashing", "device": "cpu", "extractor": None}
     common |= {"synchronous": "FULL", "retriever": "temporal", "encoder_threads": 1}
-    threads = torch.get_num_threads()
-    try:  # the server's own searches get --search-threads (default 1), the worker --encoder-threads
-        torch.set_num_threads(2)
-        pool = build_pool(argparse.Namespace(**common, encoder_in_process=False, encoder_batch=5))
-        assert torch.get_num_threads() == 1
-    finally:
-        torch.set_num_threads(threads)
+    pool = build_pool(argparse.Namespace(**common, encoder_in_process=False, encoder_batch=5))
     worker = pool.encoder.inner
     assert isinstance(worker, ProcessEncoder) and alive(worker.pid) and pool.encoder.max_batch == 5
     np.testing.assert_array_equal(pool.encoder.encode(TEXTS), HashingEncoder().encode(TEXTS))

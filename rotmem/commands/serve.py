@@ -57,14 +57,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "to the index search that runs beside it)",
     )
     p.add_argument(
-        "--search-threads",
-        type=int,
-        default=1,
-        help="torch threads of the server's own searches, the index scan and RoMem's scores (default 1: "
-        "a second thread saved no time and spun 0.7 ms of CPU a search on the encoder's core; "
-        "with --encoder-in-process, --encoder-threads sets the one count the process has)",
-    )
-    p.add_argument(
         "--encoder-batch",
         type=int,
         default=None,
@@ -98,9 +90,6 @@ def build_pool(args: argparse.Namespace):
     threads = getattr(args, "encoder_threads", None)
     if threads is not None and threads < 1:
         raise ValueError(f"--encoder-threads must be at least 1, got {threads}")
-    search_threads = getattr(args, "search_threads", 1)
-    if search_threads < 1:
-        raise ValueError(f"--search-threads must be at least 1, got {search_threads}")
     max_batch = getattr(args, "encoder_batch", None)
     if max_batch is not None and max_batch < 1:
         raise ValueError(f"--encoder-batch must be at least 1, got {max_batch}")
@@ -113,11 +102,7 @@ def build_pool(args: argparse.Namespace):
         encoder = _encoder(args.encoder, device)
         encoder.encode(["warm up"])  # load the model before the first request (readiness)
     else:  # loads the model before the first request (readiness)
-        import torch
-
         from rotmem.server.encoder_process import ProcessEncoder
-
-        torch.set_num_threads(search_threads)  # this process's; the worker has --encoder-threads
 
         encoder = ProcessEncoder(args.encoder, device, threads)
     encoder = ServiceEncoder(encoder, max_batch)
