@@ -11,6 +11,8 @@ if not __package__:  # run as a file, which would put benchmarks/ on sys.path
 
 import argparse
 import asyncio
+import contextlib
+import itertools
 import json
 import os
 import random
@@ -129,6 +131,7 @@ def targets(load: list[Row], clients: int) -> list[Row]:
         ratio = measured / bound if bound else float("nan")
         rows.append({"row": "target", "backend": mixed["backend"], "encoder": mixed["encoder"],
                      "retriever": mixed["retriever"], "encoder_max_batch": mixed.get("encoder_max_batch"),
+                     "encoder_cpus": mixed.get("encoder_cpus"),
                      "records": mixed["records"], "clients": clients, "adds_share": level["adds_share"],
                      "mean_batch": level["mean_batch"],
                      "target": name, "measured": measured, "bound": round(bound, 1), "ratio": round(ratio, 3),
@@ -196,6 +199,23 @@ def run_prepare(args) -> None:
 
 
 # --- the server and its clients ------------------------------------------------------------------
+@contextlib.contextmanager
+def clients_beside_the_server(encoder_cpus: str | None) -> Iterator[None]:
+    """With ``encoder_cpus`` (the server's ``--encoder-cpus``), this process (the clients) on the
+    server's CPUs while the block runs, leaving the encoder's to the encoder; else nothing."""
+    if encoder_cpus is None:
+        yield
+        return
+    from rotmem.server.cpus import parse_cpu_list, pin_process, split_cpus
+
+    saved = os.sched_getaffinity(0)
+    pin_process(split_cpus(parse_cpu_list(encoder_cpus)))
+    try:
+        yield
+    finally:
+        pin_process(saved)
+
+
 class Server:
     """``rotmem serve`` in a subprocess, one key per namespace."""
 
@@ -207,6 +227,7 @@ class Server:
         device: str = "auto",
         retriever: str = "best",
         encoder_batch: int | None = None,
+        encoder_cpus: str | None = None,
     ):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -217,6 +238,8 @@ class Server:
                    "--device", device, "--retriever", retriever]  # fmt: skip
         if encoder_batch is not None:
             command += ["--encoder-batch", str(encoder_batch)]
+        if encoder_cpus is not None:
+            command += ["--encoder-cpus", encoder_cpus]
         with log.open("a") as stderr:
             self.process = subprocess.Popen(
                 command, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, stderr=stderr
@@ -376,9 +399,10 @@ def run_load(
     curve: list[Row],
     retriever: str,
     encoder_batch: int | None,
+    encoder_cpus: str | None,
 ) -> list[Row]:
     log = keys.parent / f"serve-{backend}.log"
-    server = Server(store, keys, log, args.device, retriever, encoder_batch)
+    server = Server(store, keys, log, args.device, retriever, encoder_batch, encoder_cpus)
     run = f"r{time.time_ns()}"  # session ids never repeat those of an earlier run on the same file
     at = 16 if 16 in args.clients else max(args.clients)  # the client count the targets are checked at
     near_sizes = [size for size in args.batch_sizes if size <= NEAR_LARGEST] or [min(args.batch_sizes)]
@@ -394,7 +418,10 @@ def run_load(
             calls, texts = server.batches()
             prefix = f"{backend}-{run}-n{clients}-{adds}-"
             cpu_before = (*server.cpu(), time.process_time())  # server, encoder worker, clients
-            out = asyncio.run(run_clients(server.url, tokens[NAMESPACE], clients, args.seconds, prefix, adds))
+            with clients_beside_the_server(encoder_cpus):
+                out = asyncio.run(
+                    run_clients(server.url, tokens[NAMESPACE], clients, args.seconds, prefix, adds)
+                )
             cpu_used = np.subtract((*server.cpu(), time.process_time()), cpu_before)
             calls_after, texts_after = server.batches()
             alone += [timer.curve([asked], near_sizes, near_reps)] if clients == at else []
@@ -410,7 +437,8 @@ def run_load(
                 "searches_per_s": round(len(out["search"]) / args.seconds, 1),
                 "adds_per_s": round(len(out["add"]) / args.seconds, 1),
                 **{f"{k}_p{q}_ms": round(p(ms[k], q), 1) for k in ("search", "add") for q in (50, 95, 99)},
-                "encoder_max_batch": max_batch, "encoder_calls": int(calls_after - calls),
+                "encoder_max_batch": max_batch, "encoder_cpus": encoder_cpus,
+                "encoder_calls": int(calls_after - calls),
                 "mean_batch": round(mean_batch, 2),
                 "encoder_curve_bound_per_s": round(encoder_bound(curve, asked, mean_batch), 1),
                 "encoder_before_per_s": round(near[0], 1) if near else None,
@@ -529,8 +557,8 @@ def measure(args: argparse.Namespace) -> Iterator[Row]:
         keys, tokens = make_keys(Path(args.work))
         for backend, store in stores(args):
             for retriever in args.retrievers:
-                for cap in args.encoder_batch:
-                    yield from run_load(args, store, backend, keys, tokens, timer, curve, retriever, cap)
+                for server in itertools.product(args.encoder_batch, args.encoder_cpus):
+                    yield from run_load(args, store, backend, keys, tokens, timer, curve, retriever, *server)
 
 
 def plot(rows: list[Row], path: Path) -> None:
@@ -538,10 +566,10 @@ def plot(rows: list[Row], path: Path) -> None:
     if not rows:
         return
     fig, (left, right) = subplots(1, 2, figsize=(10, 4))
-    keys = ("backend", "encoder", "retriever", "encoder_max_batch")
+    keys = ("backend", "encoder", "retriever", "encoder_max_batch", "encoder_cpus")
     for setup in sorted({tuple(str(r[key]) for key in keys) for r in rows}):
         mine = [r for r in rows if tuple(str(r[key]) for key in keys) == setup]
-        server = "/".join(setup[:3]) + f" (batch <= {setup[3]})"  # backend/encoder placement/retriever
+        server = "/".join(setup[:3]) + f" (batch <= {setup[3]}, encoder CPUs {setup[4]})"
         n = [r["clients"] for r in mine]
         left.plot(n, [r["searches_per_s"] for r in mine], "o-", label=server)
         bound = [0.8 * r["encoder_bound_per_s"] for r in mine]
@@ -580,6 +608,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=[None],
         help="rotmem serve --encoder-batch: a server and its load levels per value (default: the server's)",
+    )
+    parser.add_argument(
+        "--encoder-cpus",
+        nargs="+",
+        type=lambda text: None if text == "none" else text,
+        default=[None],
+        help="rotmem serve --encoder-cpus (none: not given): a server and its load levels per value; with "
+        "one, the clients run on the server's CPUs",
     )
     parser.add_argument("--reps", type=int, default=15, help="rounds over the sizes (medians kept)")
 

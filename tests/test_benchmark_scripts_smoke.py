@@ -126,10 +126,12 @@ def test_memory_service_tiny(tmp_path):
     work, out = tmp_path / "work", tmp_path / "out"
     common = ["--records", "200", "--backends", "sqlite", "--work", str(work), "--out", str(out)]
     run_script("-m", "benchmarks.memory_service", "prepare", *common, timeout=300)
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    pinned = str(max(usable)) if len(usable) >= 2 else None  # the encoder on a CPU of its own (Linux)
     run_script(
         "-m", "benchmarks.memory_service", "load", "crash", *common, "--clients", "1", "2", "--seconds", "2",
         "--cycles", "1", "--kill-after", "2", "--batch-sizes", "1", "4", "--reps", "1", "--device", "cpu",
-        timeout=600,
+        *(["--encoder-cpus", pinned] if pinned else []), timeout=600,
     )  # fmt: skip
     rows = read_rows(out / "memory_service.csv")
     curve = [(r["texts"], int(r["batch_size"])) for r in rows if r["row"] == "encoder"]
@@ -146,6 +148,7 @@ def test_memory_service_tiny(tmp_path):
     assert all((int(r["adds"]) > 0) == (float(r["adds_share"]) > 0) for r in load)
     assert all(int(r["encoder_calls"]) > 0 and float(r["mean_batch"]) >= 1 for r in load)  # from /metrics
     assert all(int(r["encoder_max_batch"]) == 8 for r in load)  # the server's default cap on the CPU
+    assert all(r["encoder_cpus"] == (pinned or "") for r in load)  # rotmem serve --encoder-cpus
     for r in load:  # at the targets' client count, the encoder is timed alone before and after the level
         near = [r["encoder_before_per_s"], r["encoder_after_per_s"]]
         bound = float(r["encoder_bound_per_s"])
@@ -154,6 +157,7 @@ def test_memory_service_tiny(tmp_path):
         else:
             assert near == ["", ""] and bound == float(r["encoder_curve_bound_per_s"])
     targets = [r for r in rows if r["row"] == "target"]
+    assert all(r["encoder_cpus"] == (pinned or "") for r in targets)
     assert [(r["target"], r["encoder"], r["retriever"], int(r["clients"])) for r in targets] == [
         (target, "process", retriever, 2)
         for retriever in ["best", "temporal"]

@@ -57,6 +57,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "to the index search that runs beside it)",
     )
     p.add_argument(
+        "--encoder-cpus",
+        default=None,
+        metavar="LIST",
+        help="run the text encoder's worker on these CPUs only (Linux; like 1 or 2-3) and the server on "
+        "the others: the encoder, the service's bound, then never waits for a core (docs/memory.md)",
+    )
+    p.add_argument(
         "--encoder-batch",
         type=int,
         default=None,
@@ -93,8 +100,12 @@ def build_pool(args: argparse.Namespace):
     max_batch = getattr(args, "encoder_batch", None)
     if max_batch is not None and max_batch < 1:
         raise ValueError(f"--encoder-batch must be at least 1, got {max_batch}")
+    encoder_cpus = getattr(args, "encoder_cpus", None)
+    in_process = getattr(args, "encoder_in_process", True)  # rotmem mcp: one client, no GIL to share
+    if encoder_cpus is not None and in_process:
+        raise ValueError("--encoder-cpus needs the encoder in its own process: drop --encoder-in-process")
     device = resolve_device(getattr(args, "device", "auto"))  # a bad value or no GPU: one line, exit 2
-    if getattr(args, "encoder_in_process", True):  # rotmem mcp: one client, no GIL to share
+    if in_process:
         if threads is not None:
             import torch
 
@@ -102,9 +113,14 @@ def build_pool(args: argparse.Namespace):
         encoder = _encoder(args.encoder, device)
         encoder.encode(["warm up"])  # load the model before the first request (readiness)
     else:  # loads the model before the first request (readiness)
+        from rotmem.server.cpus import parse_cpu_list, pin_process, split_cpus
         from rotmem.server.encoder_process import ProcessEncoder
 
-        encoder = ProcessEncoder(args.encoder, device, threads)
+        cpus = parse_cpu_list(encoder_cpus) if encoder_cpus is not None else None
+        server_cpus = split_cpus(cpus) if cpus is not None else None
+        encoder = ProcessEncoder(args.encoder, device, threads, cpus)
+        if server_cpus is not None:
+            pin_process(server_cpus)  # after the worker's start: it pins itself to ``cpus``
     encoder = ServiceEncoder(encoder, max_batch)
     return MemoryPool(args.store, encoder, extractor, getattr(args, "retriever", "best"), **options)
 

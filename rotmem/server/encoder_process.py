@@ -7,9 +7,10 @@ on this project's 2-core machine, one pure-Python thread beside MiniLM cut it fr
 sentences/s (the convoy effect). In a process of its own the encoder competes for a core, not for
 the GIL.
 
-``ProcessEncoder(name, device, threads)`` builds the encoder ``name`` (``rotmem serve --encoder``:
+``ProcessEncoder(name, device, threads, cpus)`` builds the encoder ``name`` (``rotmem serve --encoder``:
 ``minilm``, ``hashing``, ``sentence-transformers:<model>``) in a spawned worker with ``threads`` torch
-threads (``python -m rotmem.server.encoder_process``, so no ``__main__`` is re-run) and serves
+threads, on the CPUs ``cpus`` only when given (``rotmem serve --encoder-cpus``, ``rotmem.server.cpus``)
+(``python -m rotmem.server.encoder_process``, so no ``__main__`` is re-run) and serves
 ``encode(texts)`` over a socket pair: the texts go in, the ``[n, D]`` float32 vectors
 come back. One call at a time (``ServiceEncoder``'s batcher makes the calls; a lock keeps any other
 caller in line). An error the encoder raises comes back as the same kind (ValueError, or a
@@ -25,17 +26,26 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Collection
 from multiprocessing.connection import Connection
 
 import numpy as np
 
+from rotmem.server.cpus import parse_cpu_list, pin_process
+
 START_TIMEOUT_S = 600.0  # a first load of a model from a cold disk
 
 
-def _worker(conn: Connection, name: str, device: str, threads: int | None) -> None:
-    """The worker's loop: build the encoder, say so (its ``name`` and device), answer each list of
-    texts with ``("ok", vectors)`` or ``("error", kind, message)``; leave at ``None`` or EOF."""
+def _worker(
+    conn: Connection, name: str, device: str, threads: int | None, cpus: frozenset[int] | None = None
+) -> None:
+    """The worker's loop: pin itself to ``cpus`` (with one torch thread a CPU unless ``threads``
+    says), build the encoder, say so (its ``name`` and device), answer each list of texts with
+    ``("ok", vectors)`` or ``("error", kind, message)``; leave at ``None`` or EOF."""
     try:
+        if cpus:
+            pin_process(cpus)
+            threads = len(cpus) if threads is None else threads
         if threads is not None:
             import torch
 
@@ -72,8 +82,10 @@ class ProcessEncoder:
     """A text encoder run in a worker process (module docs); ``name`` and ``device`` are the inner
     encoder's, so stored vectors still match and ``GET /metrics`` names the right device."""
 
-    def __init__(self, name: str, device: str = "auto", threads: int | None = None):
-        self._spec = (name, device, threads)
+    def __init__(
+        self, name: str, device: str = "auto", threads: int | None = None, cpus: Collection[int] | None = None
+    ):
+        self._spec = (name, device, threads, frozenset(cpus) if cpus else None)
         self._lock = threading.Lock()
         self._process: subprocess.Popen | None = None
         self._conn: Connection | None = None
@@ -81,11 +93,13 @@ class ProcessEncoder:
 
     def _start(self) -> tuple[str, str]:
         ours, theirs = socket.socketpair()
-        name, device, threads = self._spec
+        name, device, threads, cpus = self._spec
         command = [sys.executable, "-m", __name__, "--fd", str(theirs.fileno()), "--name", name,
                    "--device", device]  # fmt: skip
         if threads is not None:
             command += ["--threads", str(threads)]
+        if cpus:
+            command += ["--cpus", ",".join(map(str, sorted(cpus)))]
         process = subprocess.Popen(command, pass_fds=(theirs.fileno(),))
         theirs.close()
         conn = Connection(ours.detach())
@@ -151,8 +165,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", required=True)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--cpus", type=parse_cpu_list, default=None)
     args = parser.parse_args(argv)
-    _worker(Connection(args.fd), args.name, args.device, args.threads)
+    _worker(Connection(args.fd), args.name, args.device, args.threads, args.cpus)
 
 
 if __name__ == "__main__":
