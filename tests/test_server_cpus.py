@@ -4,7 +4,6 @@ server left the other CPUs, every thread of a process pinned, and a real worker 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import numpy as np
 import pytest
 
 from rotmem.memory import HashingEncoder
-from rotmem.server.cpus import parse_cpu_list, split_cpus
+from rotmem.server.cpus import parse_cpu_list, pin_process, split_cpus
 from rotmem.server.encoder_process import ProcessEncoder
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU pinning is Linux's")
@@ -90,7 +89,6 @@ def test_serve_pins_its_worker_and_itself_apart(tmp_path):
                               synchronous="FULL", retriever="temporal", encoder_threads=None,
                               encoder_in_process=False, encoder_batch=None,
                               encoder_cpus=str(cpu))  # fmt: skip
-    saved = {int(task): os.sched_getaffinity(int(task)) for task in os.listdir("/proc/self/task")}
     try:
         pool = build_pool(args)
         try:
@@ -98,10 +96,8 @@ def test_serve_pins_its_worker_and_itself_apart(tmp_path):
             assert set(thread_cpus(os.getpid())) == {USABLE - {cpu}}
         finally:
             pool.close()
-    finally:
-        for task, cpus in saved.items():
-            with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
-                os.sched_setaffinity(task, cpus)
+    finally:  # every thread, those the pool started included, back on all the CPUs
+        pin_process(USABLE)
     assert frozenset(os.sched_getaffinity(0)) == USABLE
 
 

@@ -2,9 +2,8 @@
 server on the others it may use (Linux).
 
 On a small machine the server, the encoder's worker and anything else on it share the cores, and
-the encoder, the service's bound, loses turns to them: on this project's 2-core machine its worker
-was busy 0.90-0.93 of a core under load, and 0.97-0.98 with a core of its own (docs/memory.md,
-"Under load").
+the encoder, the service's bound, loses turns to them: on a 2-core Intel Xeon its worker was busy
+0.87-0.90 of a core under load, and 0.93-0.99 with a core of its own (docs/memory.md, "Under load").
 """
 
 from __future__ import annotations
@@ -42,10 +41,11 @@ def split_cpus(encoder: Collection[int]) -> frozenset[int]:
     """The server's CPUs when the encoder's worker takes ``encoder``: the others this process may
     use. ValueError when ``encoder`` names a CPU this process may not use, or leaves none."""
     usable = usable_cpus()
+    allowed = format_cpu_list(usable)
     if unknown := sorted(set(encoder) - usable):
-        raise ValueError(f"--encoder-cpus: CPU {unknown[0]} is not one this process may use: {_text(usable)}")
+        raise ValueError(f"--encoder-cpus: CPU {unknown[0]} is not one this process may use: {allowed}")
     if not (rest := usable - set(encoder)):
-        raise ValueError(f"--encoder-cpus {_text(encoder)} leaves the server no CPU of {_text(usable)}")
+        raise ValueError(f"--encoder-cpus {format_cpu_list(encoder)} leaves the server no CPU of {allowed}")
     return rest
 
 
@@ -57,5 +57,6 @@ def pin_process(cpus: Collection[int]) -> None:
             os.sched_setaffinity(int(task), cpus)
 
 
-def _text(cpus: Collection[int]) -> str:
+def format_cpu_list(cpus: Collection[int]) -> str:
+    """``cpus`` as a list ``parse_cpu_list`` reads: ``0,2,3``."""
     return ",".join(map(str, sorted(cpus)))

@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from rotmem.server.cpus import parse_cpu_list, pin_process
+from rotmem.server.cpus import format_cpu_list, parse_cpu_list, pin_process
 
 START_TIMEOUT_S = 600.0  # a first load of a model from a cold disk
 
@@ -99,7 +99,7 @@ class ProcessEncoder:
         if threads is not None:
             command += ["--threads", str(threads)]
         if cpus:
-            command += ["--cpus", ",".join(map(str, sorted(cpus)))]
+            command += ["--cpus", format_cpu_list(cpus)]
         process = subprocess.Popen(command, pass_fds=(theirs.fileno(),))
         theirs.close()
         conn = Connection(ours.detach())
